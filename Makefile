@@ -1,0 +1,52 @@
+# Every target is documented in README.md. Scripts live in hack/.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+include hack/versions.env
+CACHE_DIR ?= $(or $(PJ_CACHE_DIR),$(HOME)/.cache/paralleljob-operator)
+# The pinned kubectl comes first, whatever else the machine has on PATH.
+export PATH := $(CACHE_DIR)/kubernetes-$(KUBERNETES_VERSION)/bin:$(PATH)
+
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
+export KUBECONFIG
+
+.PHONY: help prereqs venv build cluster cluster-down run lint unit test
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+prereqs: ## Install the Debian packages the local cluster needs (idempotent)
+	@hack/install-prereqs.sh
+
+$(VENV)/.installed: pyproject.toml requirements.lock
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
+	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed ## Create .venv with the pinned Python dependencies
+
+build: ## Build the pinned Kubernetes, etcd, kwok and CoreDNS binaries (cached)
+	@hack/build.sh
+
+cluster: prereqs build ## Start the local cluster; prints its kubeconfig path
+	@hack/cluster-up.sh
+
+cluster-down: ## Stop everything the local cluster started
+	@hack/cluster-down.sh
+
+run: venv ## Run the operator locally against $$KUBECONFIG
+	$(VENV)/bin/paralleljob-operator
+
+lint: venv ## ruff and mypy
+	$(VENV)/bin/ruff check operator tests
+	$(VENV)/bin/ruff format --check operator tests
+	$(VENV)/bin/mypy
+
+unit: venv ## Unit tests only (no cluster)
+	$(VENV)/bin/pytest tests/unit
+
+test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests
+	$(VENV)/bin/pytest tests
