@@ -50,3 +50,32 @@ unit: venv ## Unit tests only (no cluster)
 
 test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests
 	$(VENV)/bin/pytest tests
+
+# --- Image, in-cluster deploy, demo (Dockerfile, manifests/, hack/{image,deploy,undeploy,demo}.sh)
+# kind and the local cluster never share a kubeconfig: an explicit KUBECONFIG
+# from the user is passed on; the Makefile's default (the local cluster's) is not.
+PJ_USER_KUBECONFIG := $(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))
+export PJ_USER_KUBECONFIG
+
+.PHONY: image image-local deploy deploy-local undeploy demo docker-down
+
+image: ## Build the operator image with docker (FROM python:3.11-slim)
+	@hack/image.sh
+
+image-local: ## Build the same image on a Debian-assembled base, no registry needed
+	@hack/image.sh --local
+
+deploy: ## kind: create the cluster if missing, build, kind load, apply manifests/, wait
+	@hack/deploy.sh kind
+
+deploy-local: ## Local cluster: build on Debian's dockerd, import into the node, apply, wait
+	@hack/deploy.sh local
+
+undeploy: ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, else kind)
+	@hack/undeploy.sh
+
+demo: ## The four seed workloads, operator in-cluster (DEMO_CLUSTER=kind for kind)
+	@hack/demo.sh
+
+docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)
+	@hack/dockerd.sh stop

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# Installs the operator in a cluster from its image and manifests/.
+#
+#   hack/deploy.sh kind    the user's path (make deploy): creates the kind
+#                          cluster $KIND_CLUSTER_NAME if missing, builds the
+#                          image with docker, `kind load docker-image`
+#   hack/deploy.sh local   the local cluster (make deploy-local): Debian's
+#                          docker engine (started if none runs), the same
+#                          Dockerfile on a Debian-assembled base image, the
+#                          image imported into the node's containerd
+#
+# Both then apply the same manifests (kubectl apply -k) with the image tag
+# and configuration set by a throwaway overlay, and wait for the rollout.
+# Configuration (environment): PJ_WATCH_NAMESPACES (comma list, empty: all),
+# PJ_LOG_LEVEL; unset keeps manifests/config.env. KIND_CLUSTER_NAME (default
+# paralleljob). PJ_IMAGE skips the build and deploys that image as is.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$HACK_DIR/kube-target.sh"
+
+mode=${1:-}
+case $mode in kind | local) ;; *) die "usage: $0 kind|local" ;; esac
+start=$SECONDS
+
+# 1. Tools and cluster.
+if [ "$mode" = kind ]; then
+  missing=0
+  command -v docker >/dev/null 2>&1 || { missing=1; echo "error: 'docker' is missing: install Docker Engine or Docker Desktop, https://docs.docker.com/engine/install/" >&2; }
+  command -v kind >/dev/null 2>&1 || { missing=1; echo "error: 'kind' is missing: go install sigs.k8s.io/kind@v0.31.0 (or see https://kind.sigs.k8s.io/docs/user/quick-start/#installation)" >&2; }
+  command -v kubectl >/dev/null 2>&1 || { missing=1; echo "error: 'kubectl' is missing: see https://kubernetes.io/docs/tasks/tools/ (or run make build, which builds the pinned one)" >&2; }
+  [ $missing = 0 ] || exit 1
+  use_cluster kind
+  docker info >/dev/null 2>&1 || die "docker is installed but its engine does not answer (is the Docker daemon running? may this user use it?)"
+  if ! kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER_NAME"; then
+    log "deploy: creating kind cluster $KIND_CLUSTER_NAME"
+    kind create cluster --name "$KIND_CLUSTER_NAME" --wait 120s
+  fi
+else
+  require_cmd kubectl "run make build (builds the pinned kubectl into $CACHE_DIR)"
+  [ -s "$LOCAL_KUBECONFIG" ] || die "no local cluster ($LOCAL_KUBECONFIG missing): run make cluster first"
+  use_cluster local
+fi
+kubectl version >/dev/null 2>&1 || die "the $mode cluster does not answer ($(kube_desc)); for the local cluster run make cluster"
+
+# 2. Image.
+if [ -n "${PJ_IMAGE:-}" ]; then
+  image=$PJ_IMAGE
+else
+  image=$("$HACK_DIR/image.sh" $([ "$mode" = local ] && echo --local))
+fi
+
+# 3. Into the node(s).
+if [ "$mode" = kind ]; then
+  log "deploy: kind load docker-image $image"
+  kind load docker-image "$image" --name "$KIND_CLUSTER_NAME" >/dev/null
+else
+  if kubectl get nodes -o jsonpath='{range .items[*].status.images[*]}{.names}{"\n"}{end}' 2>/dev/null \
+      | grep -qF "docker.io/library/$image\""; then
+    log "deploy: $image already on the node"
+  else
+    [ -x "$HACK_DIR/load-image.sh" ] || die "hack/load-image.sh is missing (the local cluster's image importer)"
+    tarball=$CACHE_DIR/images/operator/${image//[:\/]/_}.tar
+    mkdir -p "$(dirname "$tarball")"
+    export DOCKER_HOST=${DOCKER_HOST:-$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')}
+    if [ ! -s "$tarball" ]; then
+      # Only the latest operator image is worth keeping.
+      rm -f "$(dirname "$tarball")"/*.tar
+      "${PJ_DOCKER_CLI:-/usr/bin/docker}" save -o "$tarball.tmp" "$image"
+      mv "$tarball.tmp" "$tarball"
+    fi
+    log "deploy: importing $image into the node's containerd"
+    "$HACK_DIR/load-image.sh" "$tarball" >&2
+  fi
+fi
+
+# 4. Manifests, through an overlay that pins the image and the configuration.
+overlay=$(mktemp -d)
+trap 'rm -rf "$overlay"' EXIT
+{
+  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+  echo "kind: Kustomization"
+  echo "resources: [\"$REPO_ROOT/manifests\"]"
+  echo "images:"
+  echo "  - name: paralleljob-operator"
+  echo "    newName: ${image%:*}"
+  echo "    newTag: \"${image##*:}\""
+  if [ -n "${PJ_WATCH_NAMESPACES+x}${PJ_LOG_LEVEL+x}" ]; then
+    echo "configMapGenerator:"
+    echo "  - name: paralleljob-operator-config"
+    echo "    behavior: merge"
+    echo "    literals:"
+    [ -z "${PJ_WATCH_NAMESPACES+x}" ] || echo "      - PJ_WATCH_NAMESPACES=$PJ_WATCH_NAMESPACES"
+    [ -z "${PJ_LOG_LEVEL+x}" ] || echo "      - PJ_LOG_LEVEL=$PJ_LOG_LEVEL"
+  fi
+} >"$overlay/kustomization.yaml"
+log "deploy: kubectl apply -k manifests/ (image $image)"
+kubectl apply -k "$overlay" --server-side --force-conflicts --field-manager=paralleljob-deploy >&2
+kubectl wait --for=condition=Established --timeout=60s crd/paralleljobs.paralleljob.dev >/dev/null
+
+# 5. Rollout.
+if ! kubectl -n "$PJ_SYSTEM_NAMESPACE" rollout status deployment/paralleljob-operator --timeout="${PJ_ROLLOUT_TIMEOUT:-180s}" >&2; then
+  kubectl -n "$PJ_SYSTEM_NAMESPACE" get pods -o wide >&2 || true
+  kubectl -n "$PJ_SYSTEM_NAMESPACE" describe pods -l app.kubernetes.io/component=operator | tail -n 30 >&2 || true
+  kubectl -n "$PJ_SYSTEM_NAMESPACE" logs deployment/paralleljob-operator --tail=30 >&2 || true
+  die "the operator did not roll out"
+fi
+log "deploy: operator running in $PJ_SYSTEM_NAMESPACE ($mode cluster, $(kube_desc)) in $((SECONDS - start))s"

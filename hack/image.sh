@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Builds the operator image from the Dockerfile.
+#
+#   hack/image.sh          docker on PATH, BASE_IMAGE as the Dockerfile says
+#                          (python:3.11-slim from Docker Hub): the kind path
+#   hack/image.sh --local  Debian's docker engine (started by hack/dockerd.sh
+#                          if none runs) and the Debian base image assembled
+#                          by hack/base-image.sh: no registry needed
+#
+# Tags the image paralleljob-operator:dev and paralleljob-operator:<id>, where
+# <id> comes from the image's content, so every new build rolls the
+# Deployment and an unchanged one does not. Prints that reference on stdout.
+# PJ_BASE_IMAGE overrides the base image in either mode.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+IMAGE_NAME=${PJ_IMAGE_NAME:-paralleljob-operator}
+mode=docker
+[ "${1:-}" = --local ] && mode=local
+
+build_args=()
+if [ "$mode" = local ]; then
+  "$HACK_DIR/install-image-tools.sh"
+  host=$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')
+  [ -n "$host" ] || die "no docker engine"
+  export DOCKER_HOST=$host
+  DOCKER=${PJ_DOCKER_CLI:-/usr/bin/docker}
+  [ -x "$DOCKER" ] || DOCKER=docker
+  base=${PJ_BASE_IMAGE:-$("$HACK_DIR/base-image.sh")}
+  # The engine has no bridge: RUN steps (pip) use the host's network.
+  build_args+=(--network host)
+  # Debian's client has BuildKit built in, without the buildx plugin.
+  export DOCKER_BUILDKIT=1
+else
+  require_cmd docker "install Docker: https://docs.docker.com/engine/install/"
+  DOCKER=docker
+  base=${PJ_BASE_IMAGE:-}
+fi
+[ -z "$base" ] || build_args+=(--build-arg "BASE_IMAGE=$base")
+
+start=$SECONDS
+log "image: building $IMAGE_NAME:dev${base:+ on $base}"
+logfile=$(mktemp)
+trap 'rm -f "$logfile"' EXIT
+if ! "$DOCKER" build "${build_args[@]}" -t "$IMAGE_NAME:dev" "$REPO_ROOT" >"$logfile" 2>&1; then
+  tail -n 40 "$logfile" >&2
+  die "docker build failed"
+fi
+id=$("$DOCKER" image inspect -f '{{.Id}}' "$IMAGE_NAME:dev")
+tag=${id#sha256:}
+tag=${tag:0:12}
+"$DOCKER" tag "$IMAGE_NAME:dev" "$IMAGE_NAME:$tag"
+size=$("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE_NAME:dev")
+log "image: $IMAGE_NAME:$tag ($((size / 1000000)) MB) built in $((SECONDS - start))s"
+echo "$IMAGE_NAME:$tag"

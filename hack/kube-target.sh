@@ -1,0 +1,55 @@
+# Which cluster a deploy/undeploy/demo script talks to. Source it after lib.sh.
+#
+#   use_cluster local   the local cluster: .cluster/kubeconfig
+#   use_cluster kind    the kind cluster $KIND_CLUSTER_NAME, through the user's
+#                       own kubeconfig (PJ_USER_KUBECONFIG, else kubectl's
+#                       default), never the local cluster's file
+#   use_cluster auto    local if it exists, else kind if that cluster exists
+#
+# Afterwards `kubectl` in the script means that cluster.
+
+LOCAL_KUBECONFIG=$REPO_ROOT/.cluster/kubeconfig
+KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-paralleljob}
+PJ_SYSTEM_NAMESPACE=paralleljob-system
+KUBE_CONTEXT=
+# The pinned kubectl first, when it has been built.
+[ ! -x "$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin/kubectl" ] \
+  || PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:$PATH
+
+kubectl() { command kubectl ${KUBE_CONTEXT:+--context "$KUBE_CONTEXT"} "$@"; }
+
+use_cluster() {
+  case $1 in
+    local)
+      export KUBECONFIG=$LOCAL_KUBECONFIG KUBE_TARGET=local
+      KUBE_CONTEXT= ;;
+    kind)
+      # Never the local cluster's file: kind would merge its context into it.
+      if [ -n "${PJ_USER_KUBECONFIG:-}" ] && [ "$PJ_USER_KUBECONFIG" != "$LOCAL_KUBECONFIG" ]; then
+        export KUBECONFIG=$PJ_USER_KUBECONFIG
+      else
+        unset KUBECONFIG
+      fi
+      KUBE_TARGET=kind
+      KUBE_CONTEXT=kind-$KIND_CLUSTER_NAME ;;
+    auto)
+      if [ -n "${PJ_USER_KUBECONFIG:-}" ]; then
+        export KUBECONFIG=$PJ_USER_KUBECONFIG KUBE_TARGET=current; KUBE_CONTEXT=
+      elif [ -s "$LOCAL_KUBECONFIG" ]; then
+        use_cluster local
+      elif command -v kind >/dev/null 2>&1 && kind get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER_NAME"; then
+        use_cluster kind
+      else
+        die "no cluster: neither the local one ($LOCAL_KUBECONFIG) nor kind cluster $KIND_CLUSTER_NAME exists"
+      fi ;;
+    *) die "use_cluster: unknown target $1" ;;
+  esac
+}
+
+kube_desc() {
+  case $KUBE_TARGET in
+    local) echo "kubeconfig $LOCAL_KUBECONFIG" ;;
+    kind) echo "context $KUBE_CONTEXT" ;;
+    *) echo "kubeconfig $KUBECONFIG" ;;
+  esac
+}

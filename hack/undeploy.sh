@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Removes everything hack/deploy.sh installed: every ParallelJob (and so
+# their pods), then the operator, its RBAC, its namespace and the CRD.
+#
+#   hack/undeploy.sh [local|kind|auto]     default auto: the local cluster
+#   if it exists, else the kind cluster $KIND_CLUSTER_NAME; PJ_USER_KUBECONFIG
+#   (set by the Makefile from an explicit KUBECONFIG) wins over both.
+#
+# ParallelJobs go first, while the operator still runs, so that it can
+# release the finalizers it holds; only then does the operator go. Leaves
+# the cluster itself (and the kind cluster) running.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$HACK_DIR/kube-target.sh"
+
+require_cmd kubectl "see https://kubernetes.io/docs/tasks/tools/ (or run make build)"
+use_cluster "${1:-${PJ_CLUSTER:-auto}}"
+kubectl version >/dev/null 2>&1 || die "the cluster does not answer ($(kube_desc))"
+log "undeploy: from the $KUBE_TARGET cluster ($(kube_desc))"
+
+if kubectl get crd paralleljobs.paralleljob.dev >/dev/null 2>&1; then
+  n=$(kubectl get paralleljobs.paralleljob.dev -A --no-headers 2>/dev/null | wc -l)
+  if [ "$n" -gt 0 ]; then
+    log "undeploy: deleting $n ParallelJob(s) while the operator still runs"
+    kubectl delete paralleljobs.paralleljob.dev --all -A --wait --timeout=90s >&2 \
+      || log "undeploy: some ParallelJobs are still terminating; continuing"
+  fi
+fi
+
+log "undeploy: kubectl delete -k manifests/"
+kubectl delete -k "$REPO_ROOT/manifests" --ignore-not-found --wait --timeout=180s >&2
+
+# With the operator gone nothing would ever release a finalizer it left on a
+# pod (e.g. after a crash mid-way): release them so the pods can go.
+left=$(kubectl get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{" "}{.metadata.finalizers}{"\n"}{end}' 2>/dev/null \
+  | awk '$3 ~ /paralleljob/ {print $1 "/" $2}')
+for ref in $left; do
+  log "undeploy: releasing the operator's finalizer on pod $ref"
+  kubectl -n "${ref%%/*}" patch pod "${ref#*/}" --type=json \
+    -p "$(kubectl -n "${ref%%/*}" get pod "${ref#*/}" -o jsonpath='{.metadata.finalizers}' \
+      | python3 -c 'import json,sys; f=json.load(sys.stdin); print(json.dumps([{"op":"test","path":"/metadata/finalizers","value":f},{"op":"replace","path":"/metadata/finalizers","value":[x for x in f if "paralleljob" not in x]}]))')" >&2 || true
+done
+log "undeploy: done"
