@@ -1,0 +1,44 @@
+"""Names shared by the CRD, the operator and the tests."""
+
+from __future__ import annotations
+
+from typing import Final
+
+GROUP: Final = "paralleljob.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "ParallelJob"
+PLURAL: Final = "paralleljobs"
+
+#: Labels put on every pod of a ParallelJob (the job's name and its uid).
+LABEL_JOB_NAME: Final = f"{GROUP}/job-name"
+LABEL_CONTROLLER_UID: Final = f"{GROUP}/controller-uid"
+
+#: The operator's own tracking finalizer (upstream's is batch.kubernetes.io/job-tracking).
+TRACKING_FINALIZER: Final = f"{GROUP}/tracking"
+
+#: kopf's own finalizer on ParallelJobs (kopf needs one to stop a job's daemon cleanly).
+KOPF_FINALIZER: Final = f"{GROUP}/operator"
+
+# Condition types (batch/v1 JobConditionType) and the reasons upstream uses.
+COND_COMPLETE: Final = "Complete"
+COND_FAILED: Final = "Failed"
+COND_SUSPENDED: Final = "Suspended"
+COND_FAILURE_TARGET: Final = "FailureTarget"
+COND_SUCCESS_CRITERIA_MET: Final = "SuccessCriteriaMet"
+#: Not upstream: True while the API server rejects the pods the job needs.
+COND_POD_CREATION_FAILED: Final = "PodCreationFailed"
+
+REASON_BACKOFF_LIMIT: Final = "BackoffLimitExceeded"
+REASON_DEADLINE: Final = "DeadlineExceeded"
+REASON_COMPLETIONS_REACHED: Final = "CompletionsReached"
+MSG_BACKOFF_LIMIT: Final = "Job has reached the specified backoff limit"
+MSG_DEADLINE: Final = "Job was active longer than specified deadline"
+MSG_COMPLETIONS_REACHED: Final = "Reached expected number of succeeded pods"
+
+# Pod phases.
+PENDING: Final = "Pending"
+RUNNING: Final = "Running"
+SUCCEEDED: Final = "Succeeded"
+FAILED: Final = "Failed"
+UNKNOWN: Final = "Unknown"

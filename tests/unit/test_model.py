@@ -1,0 +1,155 @@
+"""Parsing the API's JSON into the core's values, and back."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from paralleljob import constants as c
+from paralleljob.model import (
+    JobSpec,
+    JobStatus,
+    parse_job,
+    parse_pod,
+    parse_spec,
+    parse_status,
+    spec_defaults_patch,
+    status_to_dict,
+)
+from paralleljob.timeutil import format_time, parse_time
+
+from .sim import T0
+
+
+@pytest.mark.parametrize(
+    ("spec", "parallelism", "completions"),
+    [
+        ({}, 1, 1),
+        ({"parallelism": 3}, 3, None),
+        ({"completions": 5}, 1, 5),
+        ({"completions": 5, "parallelism": 3}, 3, 5),
+        ({"parallelism": 0}, 0, None),
+    ],
+)
+def test_spec_defaults_as_upstream(
+    spec: dict[str, Any], parallelism: int, completions: int | None
+) -> None:
+    parsed = parse_spec(spec)
+    assert (parsed.parallelism, parsed.completions) == (parallelism, completions)
+    assert parsed.backoff_limit == 6
+
+
+@pytest.mark.parametrize(
+    ("spec", "patch"),
+    [
+        ({}, {"parallelism": 1, "completions": 1}),
+        ({"completions": 4}, {"parallelism": 1}),
+        ({"parallelism": 2}, None),
+        ({"parallelism": 0}, None),
+    ],
+)
+def test_spec_defaults_patch(spec: dict[str, Any], patch: dict[str, Any] | None) -> None:
+    assert spec_defaults_patch(spec) == patch
+
+
+def test_restart_policy_from_template() -> None:
+    spec = parse_spec({"template": {"spec": {"restartPolicy": "OnFailure"}}, "parallelism": 1})
+    assert spec.restart_policy == "OnFailure"
+
+
+def _pod(**overrides: Any) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "metadata": {
+            "name": "job-abcde",
+            "uid": "u1",
+            "creationTimestamp": "2026-01-01T12:00:00Z",
+            "finalizers": [c.TRACKING_FINALIZER],
+        },
+        "spec": {"nodeName": "node-1"},
+        "status": {
+            "phase": "Running",
+            "conditions": [
+                {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T12:00:05Z"}
+            ],
+            "initContainerStatuses": [{"restartCount": 1}],
+            "containerStatuses": [
+                {"restartCount": 2, "state": {"running": {}}},
+                {"restartCount": 4},
+            ],
+        },
+    }
+    for key, value in overrides.items():
+        pod[key] = value
+    return pod
+
+
+def test_parse_running_pod() -> None:
+    pod = parse_pod(_pod())
+    assert pod.active and pod.ready and pod.node_assigned and pod.has_finalizer
+    assert pod.restarts == 7 and pod.max_restarts == 4
+    assert pod.ready_since == T0 + timedelta(seconds=5)
+    assert pod.finished_at is None
+
+
+def test_parse_finished_pod_uses_latest_container_finish() -> None:
+    status = {
+        "phase": "Failed",
+        "containerStatuses": [
+            {"state": {"terminated": {"finishedAt": "2026-01-01T12:00:09Z"}}},
+            {"state": {"terminated": {"finishedAt": "2026-01-01T12:00:07Z"}}},
+        ],
+    }
+    pod = parse_pod(_pod(status=status))
+    assert pod.failed and not pod.active
+    assert pod.finished_at == T0 + timedelta(seconds=9)
+
+
+def test_parse_deleted_pod_finish_is_deletion_minus_grace() -> None:
+    meta = {
+        "name": "p",
+        "uid": "u",
+        "deletionTimestamp": "2026-01-01T12:00:30Z",
+        "deletionGracePeriodSeconds": 30,
+    }
+    pod = parse_pod({"metadata": meta, "status": {"phase": "Running"}})
+    assert pod.deleting and pod.terminating and pod.failed and not pod.has_finalizer
+    assert pod.finished_at == T0
+
+
+def test_status_round_trip() -> None:
+    status = JobStatus(
+        start_time=T0,
+        succeeded=3,
+        uncounted_failed=("a", "b"),
+        failures_since_success=2,
+        last_failure_time=T0,
+        completions_text="3/5",
+    )
+    assert parse_status(status_to_dict(status)) == status
+
+
+def test_parse_job() -> None:
+    job = parse_job(
+        {
+            "metadata": {
+                "name": "j",
+                "namespace": "ns",
+                "uid": "u",
+                "generation": 4,
+                "resourceVersion": "77",
+                "deletionTimestamp": "2026-01-01T12:00:00Z",
+            },
+            "spec": {"completions": 2, "parallelism": 2, "backoffLimit": 0, "suspend": True},
+        }
+    )
+    assert job.deleting and job.generation == 4 and job.resource_version == "77"
+    assert job.spec == JobSpec(completions=2, parallelism=2, backoff_limit=0, suspend=True)
+
+
+def test_times() -> None:
+    assert parse_time("2026-01-01T12:00:00Z") == T0
+    assert parse_time("2026-01-01T12:00:00.5Z") == T0 + timedelta(seconds=0.5)
+    assert parse_time(None) is None and parse_time("nope") is None
+    assert format_time(T0 + timedelta(seconds=0.7)) == "2026-01-01T12:00:00Z"
