@@ -524,7 +524,7 @@ start kwok "$KWOK_BIN" \
   --manage-all-nodes=false \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-ip="$KWOK_NODE_IP" \
-  --cidr="$KWOK_CIDR" \
+  --cidr="${KWOK_CIDR%.0/*}.1/${KWOK_CIDR#*/}" \
   --node-lease-duration-seconds=40
 
 wait_for coredns 30 curl -fsS http://127.0.0.1:10054/health

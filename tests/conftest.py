@@ -1,0 +1,216 @@
+"""Cluster fixtures shared by every test directory.
+
+Which cluster the tests use:
+
+* ``PJ_TEST_KUBECONFIG`` set: that existing cluster (e.g. kind). Nothing is
+  started or stopped; tests marked ``localcluster`` are skipped, and tests
+  marked ``kwok`` are skipped when it has no node labelled ``type=kwok``.
+* otherwise: the project's local cluster (``.cluster/kubeconfig``), started
+  once with ``hack/cluster-up.sh`` if it does not answer. There nothing may
+  skip: a missing kwok node is a failure.
+
+Tests marked ``cluster``, ``realnode``, ``kwok`` or ``localcluster`` get the
+cluster (and ``KUBECONFIG``) without asking for a fixture; tests without
+those markers never start a cluster. A test marked ``destructive`` (it stops
+the local cluster) runs after every other test of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.wait import wait_until
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+LOCAL_KUBECONFIG = REPO_ROOT / ".cluster" / "kubeconfig"
+CLUSTER_MARKERS = ("cluster", "realnode", "kwok", "localcluster", "destructive")
+
+# Contract with the local cluster (hack/cluster-up.sh) and other engineers.
+KWOK_NODE_SELECTOR = "type=kwok"
+KWOK_TOLERATION: dict[str, str] = {
+    "key": "kwok.x-k8s.io/node",
+    "operator": "Exists",
+    "effect": "NoSchedule",
+}
+
+
+def _pinned_versions() -> dict[str, str]:
+    text = (REPO_ROOT / "hack" / "versions.env").read_text()
+    return dict(re.findall(r"^([A-Z_]+)=(\S+)", text, re.M))
+
+
+CACHE_DIR = Path(os.environ.get("PJ_CACHE_DIR", Path.home() / ".cache" / "paralleljob-operator"))
+KUBE_BIN = CACHE_DIR / f"kubernetes-{_pinned_versions()['KUBERNETES_VERSION']}" / "bin"
+# The pinned kubectl first, whatever else (an unrelated old one) is on PATH.
+os.environ["PATH"] = f"{KUBE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    kubeconfig: str
+    local: bool
+    # Whether this session found the local cluster already running (then
+    # someone may be using it, and a test that stops it must restart it).
+    was_running: bool
+
+
+def kubectl(
+    *args: str, check: bool = True, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    """Runs the pinned kubectl against $KUBECONFIG."""
+    return subprocess.run(
+        ["kubectl", *args], capture_output=True, text=True, check=check, timeout=timeout
+    )
+
+
+def _answers(kubeconfig: Path) -> bool:
+    if not kubeconfig.exists():
+        return False
+    result = subprocess.run(
+        [
+            "kubectl",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--request-timeout=5s",
+            "get",
+            "--raw",
+            "/readyz",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    return result.returncode == 0
+
+
+def start_local_cluster() -> None:
+    """Runs hack/cluster-up.sh (a no-op when the cluster is already running)."""
+    result = subprocess.run(
+        [str(REPO_ROOT / "hack" / "cluster-up.sh")], capture_output=True, text=True, timeout=600
+    )
+    if result.returncode != 0:
+        pytest.fail(
+            f"hack/cluster-up.sh failed ({result.returncode}):\n{result.stdout}{result.stderr}",
+            pytrace=False,
+        )
+
+
+# ---------------------------------------------------------------- pytest hooks
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "destructive: stops the local cluster; runs after every other test of the session",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Stable sort: destructive tests go last, everything else keeps its order.
+    items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
+
+
+# ---------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Cluster:
+    """The cluster of this session, started once if it is the local one."""
+    external = os.environ.get("PJ_TEST_KUBECONFIG")
+    if external:
+        path = Path(external).expanduser().resolve()
+        if not path.is_file():
+            pytest.fail(f"PJ_TEST_KUBECONFIG={external}: no such file", pytrace=False)
+        os.environ["KUBECONFIG"] = str(path)
+        return Cluster(kubeconfig=str(path), local=False, was_running=True)
+    was_running = _answers(LOCAL_KUBECONFIG)
+    if not was_running:
+        start_local_cluster()
+    os.environ["KUBECONFIG"] = str(LOCAL_KUBECONFIG)
+    return Cluster(kubeconfig=str(LOCAL_KUBECONFIG), local=True, was_running=was_running)
+
+
+@pytest.fixture(scope="session")
+def kubeconfig(cluster: Cluster) -> str:
+    """Path of the kubeconfig of the test cluster; also exported as KUBECONFIG."""
+    os.environ["KUBECONFIG"] = cluster.kubeconfig
+    return cluster.kubeconfig
+
+
+@pytest.fixture(scope="session")
+def is_local_cluster(cluster: Cluster) -> bool:
+    """True on the project's local cluster, False on an external one (kind...)."""
+    return cluster.local
+
+
+@pytest.fixture(scope="session")
+def api_client(kubeconfig: str) -> Any:
+    """A `kubernetes.client.ApiClient` for the test cluster."""
+    from kubernetes import config
+
+    return config.new_client_from_config(config_file=kubeconfig)
+
+
+@pytest.fixture(scope="session")
+def core_v1(api_client: Any) -> Any:
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client)
+
+
+@pytest.fixture(scope="session")
+def kwok_nodes(kubeconfig: str) -> list[str]:
+    """Names of the simulated (kwok) nodes, by the contract label type=kwok."""
+    out = kubectl("get", "nodes", "-l", KWOK_NODE_SELECTOR, "-o", "name").stdout
+    return [line.removeprefix("node/") for line in out.split()]
+
+
+@pytest.fixture(autouse=True)
+def _cluster_markers(request: pytest.FixtureRequest) -> None:
+    """Gives marked tests the cluster; skips what cannot run on it."""
+    marked = {m for m in CLUSTER_MARKERS if request.node.get_closest_marker(m)}
+    if not marked:
+        return
+    cluster: Cluster = request.getfixturevalue("cluster")
+    if marked & {"localcluster", "destructive"} and not cluster.local:
+        pytest.skip("only meaningful on the project's local cluster (PJ_TEST_KUBECONFIG is set)")
+    if "kwok" in marked and not request.getfixturevalue("kwok_nodes"):
+        if cluster.local:
+            pytest.fail("the local cluster has no kwok node (label type=kwok)", pytrace=False)
+        pytest.skip("no kwok node (label type=kwok) in this cluster")
+
+
+@pytest.fixture
+def namespace(kubeconfig: str) -> Iterator[str]:
+    """A fresh namespace for one test, deleted (without waiting) afterwards.
+
+    Returned once its default ServiceAccount exists, since pods cannot be
+    created before that.
+    """
+    name = f"pj-test-{uuid.uuid4().hex[:8]}"
+    kubectl("create", "namespace", name)
+    kubectl("label", "namespace", name, "paralleljob.dev/test=true")
+
+    def has_default_sa() -> bool:
+        result = kubectl("get", "serviceaccount", "default", "-n", name, check=False)
+        return result.returncode == 0
+
+    wait_until(has_default_sa, timeout=60, what=f"default ServiceAccount in {name}")
+    try:
+        yield name
+    finally:
+        kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
+
+
+@pytest.fixture(scope="session")
+def kubectl_run() -> Callable[..., subprocess.CompletedProcess[str]]:
+    """The pinned kubectl as a function: kubectl_run("get", "pods", check=True)."""
+    return kubectl
