@@ -53,7 +53,7 @@ for l in "${LISTENERS[@]}"; do
   IFS=: read -r proto addr port <<<"$l"
   flag=-t; [ "$proto" = udp ] && flag=-u
   holders=$(ss -H -l -n -p "$flag" "( sport = :$port )" 2>/dev/null |
-    awk -v a="$addr" '$5 ~ "^(" a "|0.0.0.0|\\*|\\[::\\]):" {print $5, $7}')
+    awk -v a="$addr" '$4 ~ "^(" a "|0\\.0\\.0\\.0|\\*|\\[::\\]):" {print $4, $6}')
   [ -n "$holders" ] && busy+=("$proto $addr:$port is in use: $holders")
 done
 if [ ${#busy[@]} -gt 0 ]; then
