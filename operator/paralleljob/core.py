@@ -37,6 +37,7 @@ from .model import (
     is_finished,
     selector_for,
 )
+from .timeutil import truncate
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -124,7 +125,8 @@ class Finished:
 
 
 def new_condition(ctype: str, status: str, reason: str, message: str, now: datetime) -> Condition:
-    return Condition(ctype, status, reason, message, now, now)
+    stamp = truncate(now)  # as stored: metav1.Time has whole seconds
+    return Condition(ctype, status, reason, message, stamp, stamp)
 
 
 def ensure_condition(
@@ -240,7 +242,7 @@ def _context(inp: SyncInput) -> _Ctx:
 
     start_time = status.start_time
     if start_time is None and not spec.suspend:
-        start_time = now
+        start_time = truncate(now)
 
     finishing: Condition | None = None
     deadline_requeue: float | None = None
@@ -417,7 +419,7 @@ def track(inp: SyncInput, plan: PodPlan, outcome: PodOutcome) -> Tracked:
                 if changed:
                     events.append(Event(NORMAL, "Resumed", "Job resumed"))
                     # activeDeadlineSeconds counts continuous activity: restart the clock.
-                    start_time = now
+                    start_time = truncate(now)
 
     if outcome.create_error is not None:
         conditions, _ = ensure_condition(
@@ -547,7 +549,7 @@ def finish(inp: SyncInput, tracked: Tracked, removed: Iterable[str], plan: PodPl
             )
             status = replace(status, conditions=conditions)
             if cond.type == c.COND_COMPLETE:
-                status = replace(status, completion_time=now)
+                status = replace(status, completion_time=truncate(now))
                 spec = job.spec
                 if spec.completions is not None and status.succeeded > spec.completions:
                     events.append(

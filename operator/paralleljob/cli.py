@@ -1,0 +1,156 @@
+"""``paralleljob-operator``: run the ParallelJob operator.
+
+Checks before it starts that the API server answers, that the ParallelJob CRD is
+installed and that every namespace it is told to watch exists; any of these failing
+prints one line to stderr and exits with status 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+
+from . import constants as c
+from .config import LOG_LEVELS, OperatorConfig, api_concurrency_from_env, controller_config_from_env
+from .kube import ApiError, Kube, load_configuration
+
+PROG = "paralleljob-operator"
+
+
+class StartupError(Exception):
+    """Something the operator cannot run without; the message is one line."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run the ParallelJob operator (the batch/v1 Job controller as a CRD).",
+    )
+    parser.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch only this namespace (repeatable); default: all namespaces, "
+        "or the comma-separated list in $PJ_WATCH_NAMESPACES",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        type=str.lower,
+        default=(os.environ.get("PJ_LOG_LEVEL") or "info").lower(),
+        help="debug, info, warning or error (default: $PJ_LOG_LEVEL or info)",
+    )
+    parser.add_argument(
+        "--liveness-port",
+        type=int,
+        default=int(os.environ.get("PJ_LIVENESS_PORT") or 8080),
+        metavar="PORT",
+        help="serve kopf's liveness probe on http://0.0.0.0:PORT/healthz "
+        "(default 8080; 0 disables it)",
+    )
+    args = parser.parse_args(argv)
+    if args.log_level not in LOG_LEVELS:
+        parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+    namespaces = [n for n in args.namespace if n]
+    if not namespaces:
+        env = os.environ.get("PJ_WATCH_NAMESPACES", "")
+        namespaces = [n.strip() for n in env.split(",") if n.strip()]
+    try:
+        controller = controller_config_from_env()
+        concurrency = api_concurrency_from_env()
+    except ValueError as exc:
+        parser.error(str(exc))
+    return OperatorConfig(
+        namespaces=tuple(dict.fromkeys(namespaces)),
+        log_level=args.log_level,
+        liveness_port=args.liveness_port,
+        controller=controller,
+        api_concurrency=concurrency,
+    )
+
+
+async def preflight(config: OperatorConfig) -> None:
+    """Fails fast, with a one-line reason, when the operator could not work."""
+    try:
+        configuration = await load_configuration()
+    except Exception as exc:
+        raise StartupError(f"no usable kubeconfig or in-cluster configuration: {exc}") from exc
+    kube = Kube(configuration, concurrency=4)
+    try:
+        try:
+            await kube.request("GET", "/version", timeout=15)
+        except ApiError as exc:
+            if exc.status == 0:
+                raise StartupError(
+                    f"cannot reach the API server at {kube.host}: {exc.message}"
+                ) from exc
+            raise StartupError(f"the API server at {kube.host} refused: {exc}") from exc
+        try:
+            await kube.request("GET", f"/apis/{c.GROUP}/{c.VERSION}", timeout=15)
+        except ApiError as exc:
+            if exc.not_found:
+                raise StartupError(
+                    f"the ParallelJob CRD ({c.PLURAL}.{c.GROUP}/{c.VERSION}) is not installed: "
+                    "kubectl apply -f crds/"
+                ) from exc
+            raise StartupError(f"cannot look up the ParallelJob API: {exc}") from exc
+        for namespace in config.namespaces:
+            try:
+                await kube.request("GET", f"/api/v1/namespaces/{namespace}", timeout=15)
+            except ApiError as exc:
+                if exc.not_found:
+                    raise StartupError(f"namespace {namespace!r} does not exist") from exc
+                raise StartupError(f"cannot look up namespace {namespace!r}: {exc}") from exc
+    finally:
+        await kube.close()
+
+
+def configure_logging(level: str) -> None:
+    import kopf
+
+    kopf.configure(debug=level == "debug", quiet=level in ("warning", "error"))
+    logging.getLogger().setLevel(level.upper())
+    if level != "debug":
+        # kopf narrates every handler call at INFO; keep its warnings and errors.
+        logging.getLogger("kopf").setLevel(
+            max(logging.WARNING, logging.getLevelName(level.upper()))
+        )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    config = parse_args(argv)
+    try:
+        asyncio.run(preflight(config))
+    except StartupError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 1
+    configure_logging(config.log_level)
+
+    import kopf
+
+    from . import handlers  # noqa: F401  (registers the handlers)
+
+    log = logging.getLogger(PROG)
+    scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
+    log.info("starting: watching %s", scope)
+    liveness = (
+        f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port > 0 else None
+    )
+    kopf.run(
+        standalone=True,
+        clusterwide=not config.namespaces,
+        namespaces=list(config.namespaces),
+        liveness_endpoint=liveness,
+        memo=kopf.Memo(),
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

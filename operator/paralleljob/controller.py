@@ -1,0 +1,413 @@
+"""The imperative shell: one sync of one ParallelJob, and the loop that runs it.
+
+Each ParallelJob gets one asyncio task (a kopf daemon) that sleeps until something
+wakes it -- one of its pods changed, its spec changed, a timer the core asked for ran
+out -- and then runs one sync: read the job and its pods from memory (the pod index
+keyed by job uid, so the cost is O(the job's pods)), ask the pure core what to do,
+do it through the one shared async API client, and write status. Syncs of one job
+never overlap; syncs of different jobs run concurrently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import kopf
+
+from .core import (
+    CoreConfig,
+    Event,
+    PodOutcome,
+    PodPlan,
+    SyncInput,
+    finish,
+    plan_pods,
+    track,
+)
+from .events import EventRecorder, JobRef
+from .kube import ApiError, Kube
+from .model import JobStatus, PodInfo, parse_job, parse_status, spec_defaults_patch, status_to_dict
+from .pods import build_pod
+
+log = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+
+DELETED = kopf.DaemonStoppingReason.RESOURCE_DELETED
+
+#: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes.
+EXPECTATIONS_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    core: CoreConfig = field(default_factory=CoreConfig)
+    #: How long a sync waits after being woken, so that a burst of pod events makes
+    #: one sync (upstream batches pod events for 1s).
+    sync_batch_seconds: float = 0.1
+    #: Retry delays after a failed API call (upstream's job work queue: 1s .. 1min).
+    retry_base_seconds: float = 1.0
+    retry_max_seconds: float = 60.0
+
+
+def _rv(value: object) -> int:
+    try:
+        return int(str(value))
+    except ValueError:
+        return -1
+
+
+class Conflict(Exception):
+    """The job changed under a status write; sync again from the fresh object."""
+
+
+class JobRuntime:
+    """What the operator keeps in memory about one job between syncs."""
+
+    def __init__(self, body: Mapping[str, Any]) -> None:
+        meta = body["metadata"]
+        self.uid: str = meta["uid"]
+        self.namespace: str = meta["namespace"]
+        self.name: str = meta["name"]
+        self.body: Mapping[str, Any] = body
+        self.wake = asyncio.Event()
+        # Expectations: API calls that succeeded but are not in the pod cache yet.
+        self.pending_creates: dict[str, float] = {}
+        self.pending_deletes: dict[str, float] = {}
+        self.pending_finalizer_removals: dict[str, float] = {}
+        self.create_failures = 0
+        self.create_retry_at = 0.0
+        self.api_failures = 0
+        self.last_written_rv = ""
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.namespace, self.name, self.uid)
+
+    def offer(self, body: Mapping[str, Any]) -> bool:
+        """Keeps the newest version of the job seen (watch event or our own write)."""
+        meta = body.get("metadata", {})
+        if meta.get("uid") != self.uid:
+            return False
+        if _rv(meta.get("resourceVersion")) >= _rv(self.body["metadata"].get("resourceVersion")):
+            self.body = body
+            return True
+        return False
+
+    def observe_pod(self, uid: str, *, gone: bool, deleting: bool, has_finalizer: bool) -> None:
+        """A pod watch event: settles the expectations it fulfils."""
+        self.pending_creates.pop(uid, None)
+        if gone or deleting:
+            self.pending_deletes.pop(uid, None)
+        if gone or not has_finalizer:
+            self.pending_finalizer_removals.pop(uid, None)
+
+    def expectations(self, pods: Mapping[str, PodInfo], now: float) -> tuple[bool, frozenset[str]]:
+        def expired(since: float) -> bool:
+            return now - since > EXPECTATIONS_TIMEOUT
+
+        for uid, since in list(self.pending_creates.items()):
+            if uid in pods or expired(since):
+                del self.pending_creates[uid]
+        for uid, since in list(self.pending_deletes.items()):
+            pod = pods.get(uid)
+            if pod is None or pod.deleting or expired(since):
+                del self.pending_deletes[uid]
+        for uid, since in list(self.pending_finalizer_removals.items()):
+            pod = pods.get(uid)
+            if pod is None or not pod.has_finalizer or expired(since):
+                del self.pending_finalizer_removals[uid]
+        satisfied = not self.pending_creates and not self.pending_deletes
+        return satisfied, frozenset(self.pending_finalizer_removals)
+
+
+PodsOf = Callable[[str], Iterable[PodInfo]]
+
+
+class Controller:
+    def __init__(self, kube: Kube, recorder: EventRecorder, config: ControllerConfig) -> None:
+        self.kube = kube
+        self.recorder = recorder
+        self.config = config
+        self.jobs: dict[str, JobRuntime] = {}
+
+    # -- the per-job loop ------------------------------------------------------------
+    async def run_job(self, body: Mapping[str, Any], stopped: Any, pods_of: PodsOf) -> None:
+        rt = self.jobs.get(body["metadata"]["uid"])
+        if rt is None:
+            rt = JobRuntime(body)
+            self.jobs[rt.uid] = rt
+        else:
+            rt.offer(body)
+        waker = asyncio.create_task(self._wake_when_stopped(stopped, rt))
+        delay: float | None = 0.0
+        try:
+            while not stopped:
+                if delay is None or delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(rt.wake.wait(), timeout=delay)
+                    if stopped:
+                        break
+                    if rt.wake.is_set() and self.config.sync_batch_seconds > 0:
+                        await asyncio.sleep(self.config.sync_batch_seconds)
+                rt.wake.clear()
+                delay = await self.sync_safely(rt, pods_of)
+            if stopped.reason is not None and stopped.reason & DELETED:
+                # The job is being deleted: release (and count) every pod's finalizer.
+                await self.sync_safely(rt, pods_of)
+        finally:
+            waker.cancel()
+            self.jobs.pop(rt.uid, None)
+
+    @staticmethod
+    async def _wake_when_stopped(stopped: Any, rt: JobRuntime) -> None:
+        await stopped.wait()
+        rt.wake.set()
+
+    async def sync_safely(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
+        """One sync; never raises (a failure is logged and retried with back-off)."""
+        try:
+            delay = await self.sync(rt, pods_of)
+        except Conflict:
+            rt.api_failures = 0
+            return 0.0
+        except ApiError as exc:
+            if exc.not_found:
+                log.debug("%s/%s is gone", rt.namespace, rt.name)
+                return None
+            delay = self._retry_delay(rt)
+            log.warning(
+                "sync of %s/%s failed, retrying in %.0fs: %s", rt.namespace, rt.name, delay, exc
+            )
+            return delay
+        except Exception:
+            delay = self._retry_delay(rt)
+            log.exception("sync of %s/%s failed, retrying in %.0fs", rt.namespace, rt.name, delay)
+            return delay
+        rt.api_failures = 0
+        return delay
+
+    def _retry_delay(self, rt: JobRuntime) -> float:
+        rt.api_failures += 1
+        cfg = self.config
+        return min(cfg.retry_base_seconds * 2.0 ** (rt.api_failures - 1), cfg.retry_max_seconds)
+
+    # -- one sync --------------------------------------------------------------------
+    async def sync(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
+        body = rt.body
+        meta = body["metadata"]
+        spec = body.get("spec") or {}
+        if meta.get("deletionTimestamp") is None:
+            defaults = spec_defaults_patch(spec)
+            if defaults is not None:
+                # The defaults a batch/v1 Job gets from the API server, written first.
+                patched = await self._patch(
+                    rt, self.kube.patch_job, {"spec": defaults}, meta.get("resourceVersion")
+                )
+                rt.offer(patched)
+                return 0.0
+        job = parse_job(body)
+        pods = {p.uid: p for p in pods_of(job.uid)}
+        satisfied, expected_rm = rt.expectations(pods, time.monotonic())
+        inp = SyncInput(
+            job=job,
+            pods=tuple(pods.values()),
+            now=datetime.now(UTC),
+            expectations_satisfied=satisfied,
+            expected_removed_finalizers=expected_rm,
+            config=self.config.core,
+        )
+        plan = plan_pods(inp)
+        outcome, retry_in = await self._apply(rt, body, plan)
+        tracked = track(inp, plan, outcome)
+        self._emit(rt, tracked.events)
+        removed: list[str] = []
+        if tracked.remove_finalizers:
+            # Step 1 must be durable before any finalizer goes.
+            await self._write_status(rt, tracked.status)
+            removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
+        done = finish(inp, tracked, removed, plan)
+        await self._write_status(rt, done.status)
+        self._emit(rt, done.events)
+        if done.delete_job:
+            log.info("%s/%s: ttlSecondsAfterFinished expired, deleting it", rt.namespace, rt.name)
+            await self.kube.delete_job(rt.namespace, rt.name, rt.uid)
+        if plan.create or plan.delete or removed:
+            log.info(
+                "%s/%s: %s created %d/%d, deleted %d/%d, released %d; %s",
+                rt.namespace,
+                rt.name,
+                plan.reason,
+                outcome.created,
+                plan.create,
+                len(outcome.deleted),
+                len(plan.delete),
+                len(removed),
+                _summary(done.status),
+            )
+        delays = [done.requeue_after, retry_in]
+        if not satisfied:
+            delays.append(5.0)  # a safety net: watch events normally settle expectations
+        present = [d for d in delays if d is not None]
+        return max(min(present), 0.0) if present else None
+
+    async def _patch(
+        self,
+        rt: JobRuntime,
+        call: Callable[[str, str, JsonDict], Any],
+        patch: JsonDict,
+        resource_version: object,
+    ) -> JsonDict:
+        """A merge patch with the resourceVersion it was computed from as precondition."""
+        patch = {"metadata": {"resourceVersion": resource_version}, **patch}
+        try:
+            result: JsonDict = await call(rt.namespace, rt.name, patch)
+        except ApiError as exc:
+            if exc.conflict:
+                rt.offer(await self.kube.get_job(rt.namespace, rt.name))
+                raise Conflict() from exc
+            raise
+        return result
+
+    async def _write_status(self, rt: JobRuntime, status: JobStatus) -> None:
+        current = rt.body.get("status") or {}
+        wanted = status_to_dict(status)
+        if wanted == status_to_dict(parse_status(current)):
+            return
+        written = await self._patch(
+            rt,
+            self.kube.patch_job_status,
+            {"status": wanted},
+            rt.body["metadata"].get("resourceVersion"),
+        )
+        rt.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
+        rt.offer(written)
+
+    # -- pods ------------------------------------------------------------------------
+    async def _apply(
+        self, rt: JobRuntime, body: Mapping[str, Any], plan: PodPlan
+    ) -> tuple[PodOutcome, float | None]:
+        if plan.delete:
+            results = await asyncio.gather(
+                *(self._delete_pod(rt, p, plan.remove_finalizer_before_delete) for p in plan.delete)
+            )
+            return PodOutcome(
+                deleted=tuple(p.uid for p, ok in zip(plan.delete, results, strict=True) if ok)
+            ), None
+        if plan.create <= 0:
+            return PodOutcome(), None
+        wait = rt.create_retry_at - time.monotonic()
+        if wait > 0:
+            return PodOutcome(), wait
+        created, error = await self._create_pods(rt, body, plan.create)
+        if error is None:
+            rt.create_failures = 0
+            return PodOutcome(created=created), None
+        rt.create_failures += 1
+        cfg = self.config
+        retry = min(cfg.retry_base_seconds * 2.0 ** (rt.create_failures - 1), cfg.retry_max_seconds)
+        rt.create_retry_at = time.monotonic() + retry
+        log.warning(
+            "%s/%s: pod creation failed (retry in %.0fs): %s", rt.namespace, rt.name, retry, error
+        )
+        return PodOutcome(created=created, create_error=error), retry
+
+    async def _create_pods(
+        self, rt: JobRuntime, body: Mapping[str, Any], count: int
+    ) -> tuple[int, str | None]:
+        """Slow start, as upstream: batches of 1, 2, 4, ...; stop at the first error."""
+        created = 0
+        batch = 1
+        remaining = count
+        while remaining > 0:
+            size = min(batch, remaining)
+            results = await asyncio.gather(*(self._create_pod(rt, body) for _ in range(size)))
+            created += sum(1 for r in results if r is None)
+            errors = [r for r in results if r is not None]
+            if errors:
+                return created, errors[0]
+            remaining -= size
+            batch *= 2
+        return created, None
+
+    async def _create_pod(self, rt: JobRuntime, body: Mapping[str, Any]) -> str | None:
+        try:
+            pod = await self.kube.create_pod(rt.namespace, build_pod(body))
+        except ApiError as exc:
+            return exc.message or str(exc)
+        meta = pod.get("metadata", {})
+        rt.pending_creates.setdefault(str(meta.get("uid", "")), time.monotonic())
+        self.recorder.record(
+            rt.ref, "Normal", "SuccessfulCreate", f"Created pod: {meta.get('name')}"
+        )
+        return None
+
+    async def _delete_pod(self, rt: JobRuntime, pod: PodInfo, remove_finalizer: bool) -> bool:
+        """deleteJobPods: the finalizer first when the pod must not count as failed."""
+        try:
+            if remove_finalizer and pod.has_finalizer:
+                try:
+                    await self.kube.remove_pod_finalizer(rt.namespace, pod.name)
+                    rt.pending_finalizer_removals[pod.uid] = time.monotonic()
+                except ApiError as exc:
+                    if not exc.not_found:
+                        raise
+            await self.kube.delete_pod(rt.namespace, pod.name, pod.uid)
+        except ApiError as exc:
+            if exc.not_found:
+                return True
+            self.recorder.record(
+                rt.ref, "Warning", "FailedDelete", f"Error deleting: {exc.message}"
+            )
+            log.warning("%s/%s: deleting pod %s failed: %s", rt.namespace, rt.name, pod.name, exc)
+            return False
+        rt.pending_deletes[pod.uid] = time.monotonic()
+        self.recorder.record(rt.ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod.name}")
+        return True
+
+    async def _remove_finalizers(self, rt: JobRuntime, pods: Iterable[PodInfo]) -> list[str]:
+        pods = list(pods)
+
+        async def remove(pod: PodInfo) -> bool:
+            try:
+                await self.kube.remove_pod_finalizer(rt.namespace, pod.name)
+            except ApiError as exc:
+                if not exc.not_found:
+                    log.warning(
+                        "%s/%s: releasing pod %s failed: %s", rt.namespace, rt.name, pod.name, exc
+                    )
+                    return False
+            rt.pending_finalizer_removals[pod.uid] = time.monotonic()
+            return True
+
+        results = await asyncio.gather(*(remove(p) for p in pods))
+        return [p.uid for p, ok in zip(pods, results, strict=True) if ok]
+
+    def _emit(self, rt: JobRuntime, events: Iterable[Event]) -> None:
+        for event in events:
+            self.recorder.record(rt.ref, event.type, event.reason, event.message)
+
+    # -- pods without a job ------------------------------------------------------------
+    async def release_orphan(self, namespace: str, name: str) -> None:
+        """A pod whose job is gone keeps no finalizer (upstream's orphan queue)."""
+        try:
+            await self.kube.remove_pod_finalizer(namespace, name)
+            log.info("released orphan pod %s/%s", namespace, name)
+        except ApiError as exc:
+            if not exc.not_found:
+                log.warning("releasing orphan pod %s/%s failed: %s", namespace, name, exc)
+
+
+def _summary(status: JobStatus) -> str:
+    return (
+        f"active={status.active} succeeded={status.succeeded} failed={status.failed} "
+        f"uncounted={len(status.uncounted_succeeded) + len(status.uncounted_failed)} "
+        f"[{status.status_text} {status.completions_text} {status.duration_text}]"
+    )

@@ -1,0 +1,132 @@
+"""The kopf wiring: thin handlers that feed the controller.
+
+* ``pods_by_job`` -- an index of the operator's pods by their job's uid, holding the
+  few fields the core needs (a PodInfo), never whole pod bodies.
+* ``paralleljobs_by_uid`` -- which jobs exist (to recognise orphaned pods).
+* ``pod_event`` -- any event of one of the operator's pods wakes its job's loop: a pod
+  event reaches a decision without listing anything. Pods get no create/update
+  handlers, so kopf never writes to a pod.
+* ``job_event`` -- a spec change wakes the job's loop immediately.
+* ``job_loop`` -- one daemon per ParallelJob runs its sync loop.
+
+The pod watch is filtered on the server by the label selector
+``paralleljob.dev/controller-uid`` (settings.watching.label_selectors).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from . import constants as c
+from .controller import Controller
+from .events import EventRecorder
+from .kube import Kube, load_configuration
+from .model import PodInfo, parse_pod
+
+log = logging.getLogger(__name__)
+
+POD_SELECTOR = {c.LABEL_CONTROLLER_UID: kopf.PRESENT}
+
+
+class App:
+    """What the handlers share, built at startup inside kopf's event loop."""
+
+    controller: Controller
+    kube: Kube
+    recorder: EventRecorder
+
+
+def _app(memo: Any) -> App:
+    app: App = memo.app
+    return app
+
+
+@kopf.on.startup()
+async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    from .config import api_concurrency_from_env, controller_config_from_env
+
+    settings.persistence.finalizer = c.KOPF_FINALIZER
+    settings.posting.enabled = False  # the operator posts its own Events
+    settings.watching.label_selectors["", "v1", "pods"] = c.LABEL_CONTROLLER_UID
+    settings.execution.max_workers = 2  # nothing runs in threads
+    kube = Kube(await load_configuration(), concurrency=api_concurrency_from_env())
+    recorder = EventRecorder(kube)
+    app = App()
+    app.kube = kube
+    app.recorder = recorder
+    app.controller = Controller(kube, recorder, controller_config_from_env())
+    memo.app = app
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: Any, **_: Any) -> None:
+    app = _app(memo)
+    await app.recorder.close()
+    await app.kube.close()
+
+
+@kopf.index("", "v1", "pods", labels=POD_SELECTOR)
+async def pods_by_job(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[str, PodInfo]:
+    return {labels[c.LABEL_CONTROLLER_UID]: parse_pod(body)}
+
+
+@kopf.index(c.GROUP, c.VERSION, c.PLURAL)
+async def paralleljobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
+    return {uid or "": True}
+
+
+@kopf.on.event("", "v1", "pods", labels=POD_SELECTOR)
+async def pod_event(
+    event: kopf.RawEvent,
+    body: kopf.Body,
+    labels: kopf.Labels,
+    memo: Any,
+    **kwargs: Any,
+) -> None:
+    jobs: kopf.Index[str, bool] = kwargs["paralleljobs_by_uid"]
+    controller = _app(memo).controller
+    job_uid = labels[c.LABEL_CONTROLLER_UID]
+    meta = body.get("metadata", {})
+    has_finalizer = c.TRACKING_FINALIZER in (meta.get("finalizers") or [])
+    rt = controller.jobs.get(job_uid)
+    if rt is not None:
+        rt.observe_pod(
+            str(meta.get("uid", "")),
+            gone=event.get("type") == "DELETED",
+            deleting=meta.get("deletionTimestamp") is not None,
+            has_finalizer=has_finalizer,
+        )
+        rt.wake.set()
+        return
+    if has_finalizer and event.get("type") != "DELETED" and job_uid not in jobs:
+        await controller.release_orphan(str(meta.get("namespace")), str(meta.get("name")))
+
+
+@kopf.on.event(c.GROUP, c.VERSION, c.PLURAL)
+async def job_event(event: kopf.RawEvent, uid: str | None, memo: Any, **_: Any) -> None:
+    rt = _app(memo).controller.jobs.get(uid or "")
+    obj = event.get("object")
+    if rt is None or not isinstance(obj, dict):
+        return
+    if rt.offer(obj) and obj.get("metadata", {}).get("resourceVersion") != rt.last_written_rv:
+        rt.wake.set()
+
+
+@kopf.daemon(c.GROUP, c.VERSION, c.PLURAL, cancellation_timeout=10.0)
+async def job_loop(
+    body: kopf.Body,
+    stopped: kopf.DaemonStopped,
+    memo: Any,
+    **kwargs: Any,
+) -> None:
+    pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
+
+    def pods_of(uid: str) -> list[PodInfo]:
+        store = pods_by_job.get(uid)
+        return list(store) if store is not None else []
+
+    raw = {key: body[key] for key in body}
+    await _app(memo).controller.run_job(raw, stopped, pods_of)

@@ -1,0 +1,170 @@
+"""The operator's one Kubernetes API client: ``kubernetes.aio`` over one aiohttp session.
+
+Requests take and return plain dicts (no model classes: no deserialisation cost), and
+a semaphore bounds how many are in flight so that a burst of pod creations cannot
+swamp the API server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kubernetes.aio import client as aio_client
+from kubernetes.aio import config as aio_config
+
+from . import constants as c
+
+log = logging.getLogger(__name__)
+
+JsonDict = dict[str, Any]
+
+MERGE_PATCH = "application/merge-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class ApiError(Exception):
+    """A request the API server answered with an error (or that never reached it)."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, body: Mapping[str, Any] | None = None
+    ):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body: Mapping[str, Any] = body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    def has_cause(self, cause_type: str) -> bool:
+        details = self.body.get("details")
+        causes = details.get("causes") if isinstance(details, Mapping) else None
+        return any(isinstance(x, Mapping) and x.get("type") == cause_type for x in (causes or []))
+
+
+async def load_configuration(kubeconfig: str | None = None) -> Any:
+    """The client configuration: a kubeconfig ($KUBECONFIG or ~/.kube/config) or in-cluster."""
+    configuration = aio_client.Configuration()
+    try:
+        await aio_config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=kubeconfig, client_configuration=configuration
+        )
+    except aio_config.ConfigException:
+        aio_config.load_incluster_config(  # type: ignore[no-untyped-call]
+            client_configuration=configuration
+        )
+    return configuration
+
+
+class Kube:
+    """Thin async access to the few API calls the operator makes."""
+
+    def __init__(self, configuration: Any, *, concurrency: int = 64) -> None:
+        configuration.connection_pool_maxsize = max(concurrency, 1)
+        self.api = aio_client.ApiClient(configuration)
+        self.api.user_agent = "paralleljob-operator"
+        self.host: str = configuration.host
+        self._slots = asyncio.Semaphore(max(concurrency, 1))
+
+    async def close(self) -> None:
+        await self.api.close()  # type: ignore[no-untyped-call]
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Sequence[tuple[str, str]] = (),
+        body: object = None,
+        content_type: str = "application/json",
+        timeout: float = 60.0,
+    ) -> JsonDict:
+        async with self._slots:
+            params = await self.api.param_serialize(
+                method=method,
+                resource_path=path,
+                query_params=list(query) or None,
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                body=body,
+                auth_settings=["BearerToken"],
+            )
+            url_method, url, headers, data, post = params
+            try:
+                response = await self.api.call_api(
+                    url_method, url, headers, data, post, _request_timeout=timeout
+                )
+                raw: bytes = await response.read()  # type: ignore[no-untyped-call]
+            except (OSError, TimeoutError) as exc:
+                raise ApiError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
+            except Exception as exc:  # aiohttp.ClientError and friends
+                if type(exc).__module__.startswith("aiohttp"):
+                    raise ApiError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
+                raise
+        try:
+            parsed = json.loads(raw) if raw else {}
+        except ValueError:
+            parsed = {"message": raw.decode("utf-8", "replace")[:500]}
+        if not isinstance(parsed, dict):
+            parsed = {"items": parsed}
+        if response.status >= 400:
+            message = str(parsed.get("message") or response.reason or "")
+            raise ApiError(
+                response.status, str(parsed.get("reason") or response.reason), message, parsed
+            )
+        return parsed
+
+    # -- paths -----------------------------------------------------------------------
+    @staticmethod
+    def job_path(namespace: str, name: str, sub: str = "") -> str:
+        path = f"/apis/{c.GROUP}/{c.VERSION}/namespaces/{namespace}/{c.PLURAL}/{name}"
+        return f"{path}/{sub}" if sub else path
+
+    @staticmethod
+    def pods_path(namespace: str, name: str = "") -> str:
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        return f"{path}/{name}" if name else path
+
+    # -- calls -----------------------------------------------------------------------
+    async def get_job(self, namespace: str, name: str) -> JsonDict:
+        return await self.request("GET", self.job_path(namespace, name))
+
+    async def patch_job(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        return await self.request(
+            "PATCH", self.job_path(namespace, name), body=patch, content_type=MERGE_PATCH
+        )
+
+    async def patch_job_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        return await self.request(
+            "PATCH", self.job_path(namespace, name, "status"), body=patch, content_type=MERGE_PATCH
+        )
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        body = {"propagationPolicy": "Foreground", "preconditions": {"uid": uid}}
+        await self.request("DELETE", self.job_path(namespace, name), body=body)
+
+    async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
+        return await self.request("POST", self.pods_path(namespace), body=pod)
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        body = {"preconditions": {"uid": uid}}
+        await self.request("DELETE", self.pods_path(namespace, name), body=body)
+
+    async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
+        """Upstream's removeTrackingFinalizerPatch (a strategic merge patch)."""
+        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [c.TRACKING_FINALIZER]}}
+        await self.request(
+            "PATCH", self.pods_path(namespace, name), body=patch, content_type=STRATEGIC_MERGE_PATCH
+        )
+
+    async def create_event(self, namespace: str, event: JsonDict) -> None:
+        await self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event)

@@ -1,0 +1,58 @@
+"""Building a job's pod from its template, as the Job controller does."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from . import constants as c
+
+JsonDict = dict[str, Any]
+
+#: The API server appends 5 random characters to a generateName cut to this length.
+MAX_GENERATE_NAME_PREFIX = 58
+
+
+def owner_reference(job: Mapping[str, Any]) -> JsonDict:
+    meta = job["metadata"]
+    return {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND,
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def pod_labels(job_name: str, job_uid: str) -> dict[str, str]:
+    return {c.LABEL_JOB_NAME: job_name, c.LABEL_CONTROLLER_UID: job_uid}
+
+
+def build_pod(job: Mapping[str, Any]) -> JsonDict:
+    """A pod named ``<job>-<5 random chars>`` (generateName), labelled with the job's name
+    and uid, controlled by the job and carrying the tracking finalizer."""
+    meta = job["metadata"]
+    template = job.get("spec", {}).get("template", {}) or {}
+    tmeta = template.get("metadata", {}) or {}
+    labels = dict(tmeta.get("labels", {}) or {})
+    labels.update(pod_labels(meta["name"], meta["uid"]))
+    finalizers = [f for f in (tmeta.get("finalizers") or []) if f != c.TRACKING_FINALIZER]
+    finalizers.append(c.TRACKING_FINALIZER)
+    pod_meta: JsonDict = {
+        "generateName": f"{meta['name']}-"[:MAX_GENERATE_NAME_PREFIX],
+        "namespace": meta["namespace"],
+        "labels": labels,
+        "finalizers": finalizers,
+        "ownerReferences": [owner_reference(job)],
+    }
+    annotations = tmeta.get("annotations")
+    if annotations:
+        pod_meta["annotations"] = dict(annotations)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": pod_meta,
+        "spec": copy.deepcopy(template.get("spec", {}) or {}),
+    }
