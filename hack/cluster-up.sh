@@ -67,7 +67,6 @@ step "preparing host networking"
 mkdir -p "$PID_DIR" "$LOG_DIR" "$PKI_DIR" "$CNI_CONF_DIR" "$CONTAINERD_DIR" "$KUBELET_DIR" "$CLUSTER_DIR/etcd"
 # Fresh logs for this run; the previous run's stay as *.log.prev.
 for f in "$LOG_DIR"/*.log; do [ -e "$f" ] && mv -f "$f" "$f.prev"; done
-: >"$CLUSTER_DIR/.starting"
 
 # Pods on the bridge reach Services and the world through the host.
 sysctl -qw net.ipv4.ip_forward=1
@@ -75,20 +74,21 @@ sysctl -qw net.ipv4.ip_forward=1
   die "kernel module br_netfilter is unavailable (kube-proxy needs bridged traffic to traverse iptables)"
 sysctl -qw net.bridge.bridge-nf-call-iptables=1
 
-ip link add "$BRIDGE" type bridge
-ip addr add "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
+# Each step tolerates a leftover of a previous run.
+ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+ip addr replace "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
 ip link set "$BRIDGE" up
-ip route add unreachable "$KWOK_CIDR"
+ip route replace unreachable "$KWOK_CIDR"
 
 # Accept traffic from and to the pod bridge even if something (e.g. dockerd)
 # set the FORWARD policy to DROP; masquerade pods' traffic leaving the host.
-iptables -w -N "$IPT_FORWARD_CHAIN"
+iptables -w -N "$IPT_FORWARD_CHAIN" 2>/dev/null || iptables -w -F "$IPT_FORWARD_CHAIN"
 iptables -w -A "$IPT_FORWARD_CHAIN" -i "$BRIDGE" -j ACCEPT
 iptables -w -A "$IPT_FORWARD_CHAIN" -o "$BRIDGE" -j ACCEPT
-iptables -w -I FORWARD 1 -j "$IPT_FORWARD_CHAIN"
-iptables -w -t nat -N "$IPT_MASQ_CHAIN"
+iptables -w -C FORWARD -j "$IPT_FORWARD_CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$IPT_FORWARD_CHAIN"
+iptables -w -t nat -N "$IPT_MASQ_CHAIN" 2>/dev/null || iptables -w -t nat -F "$IPT_MASQ_CHAIN"
 iptables -w -t nat -A "$IPT_MASQ_CHAIN" -s "$POD_CIDR" ! -o "$BRIDGE" -j MASQUERADE
-iptables -w -t nat -A POSTROUTING -j "$IPT_MASQ_CHAIN"
+iptables -w -t nat -C POSTROUTING -j "$IPT_MASQ_CHAIN" 2>/dev/null || iptables -w -t nat -A POSTROUTING -j "$IPT_MASQ_CHAIN"
 
 # Every pod cgroup of the real node lives under this parent.
 for hierarchy in /sys/fs/cgroup/*/; do
@@ -540,7 +540,6 @@ wait_for kwok 60 node_ready "$KWOK_NODE"
 # Pods need their namespace's default ServiceAccount before they can be created.
 wait_for kube-controller-manager 30 kubectl get serviceaccount default -n default
 
-rm -f "$CLUSTER_DIR/.starting"
 step "ready"
 kubectl get nodes -o wide >&2
 log "cluster: stop it with 'make cluster-down'; logs in $LOG_DIR"
