@@ -1,3 +1,4 @@
+# shellcheck shell=bash disable=SC2034  # sourced: the variables are used by the sourcing scripts
 # Names, paths and addresses of the local cluster, shared by cluster-up.sh,
 # cluster-down.sh and load-image.sh. Source it after lib.sh; do not run it.
 
