@@ -78,7 +78,8 @@ trap 'rm -rf "$overlay"' EXIT
 {
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"
-  echo "resources: [\"$REPO_ROOT/manifests\"]"
+  # kustomize takes only relative paths; a base may lie outside the root.
+  echo "resources: [\"$(realpath --relative-to="$overlay" "$REPO_ROOT/manifests")\"]"
   echo "images:"
   echo "  - name: paralleljob-operator"
   echo "    newName: ${image%:*}"

@@ -12,9 +12,8 @@ LOCAL_KUBECONFIG=$REPO_ROOT/.cluster/kubeconfig
 KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-paralleljob}
 PJ_SYSTEM_NAMESPACE=paralleljob-system
 KUBE_CONTEXT=
-# The pinned kubectl first, when it has been built.
-[ ! -x "$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin/kubectl" ] \
-  || PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:$PATH
+# The pinned kubectl first (as in the Makefile), even before make build made it.
+PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:$PATH
 
 kubectl() { command kubectl ${KUBE_CONTEXT:+--context "$KUBE_CONTEXT"} "$@"; }
 

@@ -5,6 +5,7 @@
 #   hack/undeploy.sh [local|kind|auto]     default auto: the local cluster
 #   if it exists, else the kind cluster $KIND_CLUSTER_NAME; PJ_USER_KUBECONFIG
 #   (set by the Makefile from an explicit KUBECONFIG) wins over both.
+#   PJ_UNDEPLOY_KEEP_CRD=1 leaves the CRD (and so other ParallelJobs) alone.
 #
 # ParallelJobs go first, while the operator still runs, so that it can
 # release the finalizers it holds; only then does the operator go. Leaves
@@ -17,17 +18,32 @@ use_cluster "${1:-${PJ_CLUSTER:-auto}}"
 kubectl version >/dev/null 2>&1 || die "the cluster does not answer ($(kube_desc))"
 log "undeploy: from the $KUBE_TARGET cluster ($(kube_desc))"
 
-if kubectl get crd paralleljobs.paralleljob.dev >/dev/null 2>&1; then
+if [ -z "${PJ_UNDEPLOY_KEEP_CRD:-}" ] && kubectl get crd paralleljobs.paralleljob.dev >/dev/null 2>&1; then
   n=$(kubectl get paralleljobs.paralleljob.dev -A --no-headers 2>/dev/null | wc -l)
   if [ "$n" -gt 0 ]; then
     log "undeploy: deleting $n ParallelJob(s) while the operator still runs"
-    kubectl delete paralleljobs.paralleljob.dev --all -A --wait --timeout=90s >&2 \
-      || log "undeploy: some ParallelJobs are still terminating; continuing"
+    if ! kubectl delete paralleljobs.paralleljob.dev --all -A --wait --timeout=90s >&2; then
+      # The operator is gone or stuck: release its finalizers, or the CRD's
+      # deletion would wait for them forever.
+      log "undeploy: ParallelJobs still terminating after 90s; releasing their finalizers"
+      kubectl get paralleljobs.paralleljob.dev -A --no-headers -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name \
+        | while read -r ns name; do
+          kubectl -n "$ns" patch paralleljobs.paralleljob.dev "$name" --type=merge -p '{"metadata":{"finalizers":null}}' >&2 || true
+        done
+    fi
   fi
 fi
 
-log "undeploy: kubectl delete -k manifests/"
-kubectl delete -k "$REPO_ROOT/manifests" --ignore-not-found --wait --timeout=180s >&2
+if [ -n "${PJ_UNDEPLOY_KEEP_CRD:-}" ]; then
+  # Tests that found the CRD installed leave it installed.
+  log "undeploy: kubectl delete -k manifests/ (keeping the CRD)"
+  kubectl kustomize "$REPO_ROOT/manifests" \
+    | python3 -c 'import sys; docs = sys.stdin.read().split("\n---\n"); print("\n---\n".join(d for d in docs if "kind: CustomResourceDefinition" not in d))' \
+    | kubectl delete -f - --ignore-not-found --wait --timeout=180s >&2
+else
+  log "undeploy: kubectl delete -k manifests/"
+  kubectl delete -k "$REPO_ROOT/manifests" --ignore-not-found --wait --timeout=180s >&2
+fi
 
 # With the operator gone nothing would ever release a finalizer it left on a
 # pod (e.g. after a crash mid-way): release them so the pods can go.

@@ -1,0 +1,117 @@
+"""The operator installed in-cluster from its image, once per session.
+
+``deployed`` runs ``make deploy-local`` (image build, import into the node,
+``kubectl apply -k manifests/``, rollout) once; docker's layer cache and the
+content-addressed tag make a repeat cheap. When the last test of this
+directory is done it is undeployed again, so that tests elsewhere never meet
+a second operator; a CRD that was installed before the session is left installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SYSTEM_NAMESPACE = "paralleljob-system"
+SERVICE_ACCOUNT = "paralleljob-operator"
+DEPLOYMENT = "paralleljob-operator"
+CRD = "paralleljobs.paralleljob.dev"
+
+
+def _versions() -> dict[str, str]:
+    out = {}
+    for line in (REPO / "hack" / "versions.env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    return out
+
+
+def kubectl_binary() -> str:
+    """The pinned kubectl (make build), else whatever is on PATH."""
+    cache = Path(os.environ.get("PJ_CACHE_DIR", Path.home() / ".cache" / "paralleljob-operator"))
+    pinned = cache / f"kubernetes-{_versions()['KUBERNETES_VERSION']}" / "bin" / "kubectl"
+    if pinned.exists():
+        return str(pinned)
+    found = shutil.which("kubectl")
+    assert found, "no kubectl: run make build"
+    return found
+
+
+@dataclass
+class Kubectl:
+    kubeconfig: str
+    binary: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        env = dict(os.environ, KUBECONFIG=self.kubeconfig)
+        env["PATH"] = f"{Path(self.binary).parent}:{env.get('PATH', '')}"
+        return env
+
+    def run(
+        self, *args: str, check: bool = True, input: str | None = None, timeout: float = 120
+    ) -> subprocess.CompletedProcess[str]:
+        proc = subprocess.run(
+            [self.binary, *args],
+            env=self.env,
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+            )
+        return proc
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "-o", "json").stdout)
+
+    def make(self, target: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+        """Runs a make target the way a user does, against this cluster."""
+        proc = subprocess.run(
+            ["make", "-C", str(REPO), "--no-print-directory", target],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        assert proc.returncode == 0, f"make {target} failed:\n{proc.stdout}\n{proc.stderr}"
+        return proc
+
+
+@pytest.fixture(scope="session")
+def kubectl(kubeconfig: Any) -> Kubectl:
+    return Kubectl(kubeconfig=str(kubeconfig), binary=kubectl_binary())
+
+
+# Package scope: torn down as soon as the last test of tests/deploy is done,
+# before any other directory's tests (which run operators of their own).
+@pytest.fixture(scope="package")
+def deployed(kubectl: Kubectl) -> Iterator[Kubectl]:
+    """The operator running in-cluster from its image (make deploy-local)."""
+    crd_preinstalled = kubectl.run("get", "crd", CRD, check=False).returncode == 0
+    kubectl.make("deploy-local")
+    yield kubectl
+    env = dict(kubectl.env, PJ_CLUSTER="local")
+    if crd_preinstalled:
+        env["PJ_UNDEPLOY_KEEP_CRD"] = "1"
+    subprocess.run(
+        [str(REPO / "hack" / "undeploy.sh"), "local"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )

@@ -1,0 +1,131 @@
+"""The operator, running in-cluster from its image, drives real pods to Complete,
+and its own pod passes the `restricted` Pod Security Standard."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+
+from tests.support.wait import wait_until
+
+from .conftest import DEPLOYMENT, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
+
+pytestmark = [pytest.mark.cluster, pytest.mark.localcluster]
+
+
+def _parallel_job(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "paralleljob.dev/v1alpha1",
+        "kind": "ParallelJob",
+        "metadata": {"name": name},
+        "spec": {
+            "completions": 3,
+            "parallelism": 2,
+            "backoffLimit": 1,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "busybox:1.35.0",
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["sh", "-c", "sleep 1"],
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def _operator_pod(kubectl: Kubectl) -> dict[str, Any]:
+    pods = kubectl.json(
+        "-n", SYSTEM_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/component=operator"
+    )["items"]
+    running = [p for p in pods if p["status"].get("phase") == "Running"]
+    assert len(running) == 1, f"expected one running operator pod, got {[p['metadata']['name'] for p in pods]}"
+    return running[0]
+
+
+def test_operator_runs_from_its_image(deployed: Kubectl) -> None:
+    deploy = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)
+    assert deploy["status"].get("availableReplicas") == 1
+    pod = _operator_pod(deployed)
+    container = pod["spec"]["containers"][0]
+    assert container["image"].startswith("paralleljob-operator:")
+    assert container["imagePullPolicy"] == "IfNotPresent"
+    status = pod["status"]["containerStatuses"][0]
+    assert status["ready"] is True
+    assert status["restartCount"] == 0, "the operator restarted: liveness failing or crashing"
+
+
+def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, namespace: str) -> None:
+    name = "in-cluster"
+    deployed.run("-n", namespace, "apply", "-f", "-", input=json.dumps(_parallel_job(name)))
+
+    def complete() -> dict[str, Any] | None:
+        pj = deployed.json("-n", namespace, "get", "paralleljobs.paralleljob.dev", name)
+        conds = {c["type"]: c["status"] for c in pj.get("status", {}).get("conditions", [])}
+        return pj if conds.get("Complete") == "True" else None
+
+    pj = wait_until(complete, timeout=180, interval=1, what=f"ParallelJob {name} to be Complete")
+    assert pj["status"]["succeeded"] == 3
+    assert not pj["status"].get("failed")
+
+    table = deployed.run("-n", namespace, "get", "pj", name).stdout
+    assert "Complete" in table and "3/3" in table, table
+
+    pods = deployed.json("-n", namespace, "get", "pods")["items"]
+    ours = [p for p in pods if any(r.get("uid") == pj["metadata"]["uid"] for r in p["metadata"].get("ownerReferences", []))]
+    assert sum(p["status"]["phase"] == "Succeeded" for p in ours) == 3, [
+        (p["metadata"]["name"], p["status"]["phase"]) for p in ours
+    ]
+    # Real pods on the real node (not the simulated kwok node).
+    for p in ours:
+        node = deployed.json("get", "node", p["spec"]["nodeName"])
+        assert "kwok.x-k8s.io/node" not in node["metadata"].get("annotations", {}), p["spec"]["nodeName"]
+
+    # It was the in-cluster operator that did it.
+    logs = deployed.run("-n", SYSTEM_NAMESPACE, "logs", f"deployment/{DEPLOYMENT}", "--tail=-1").stdout
+    assert name in logs, "the in-cluster operator's log never mentions the ParallelJob"
+
+
+def test_operator_pod_is_admitted_under_restricted(deployed: Kubectl, namespace: str) -> None:
+    # Its own namespace enforces `restricted`, and it runs there.
+    ns = deployed.json("get", "namespace", SYSTEM_NAMESPACE)
+    assert ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"
+    _operator_pod(deployed)
+
+    # And its pod template is admitted, as is, in any namespace enforcing it.
+    deployed.run(
+        "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest", "--overwrite",
+    )
+    deployed.run("-n", namespace, "create", "serviceaccount", SERVICE_ACCOUNT)
+    template = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)["spec"]["template"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "operator-pss-check", "labels": template["metadata"].get("labels", {})},
+        "spec": template["spec"],
+    }
+    admitted = deployed.run(
+        "-n", namespace, "create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False
+    )
+    assert admitted.returncode == 0, admitted.stderr
+    assert "warning" not in admitted.stderr.lower(), admitted.stderr
+
+    # The check has teeth: the same pod minus its hardening is refused there.
+    weak = copy.deepcopy(pod)
+    weak["metadata"]["name"] = "weak-pss-check"
+    weak["spec"].pop("securityContext", None)
+    for c in weak["spec"]["containers"]:
+        c.pop("securityContext", None)
+    refused = deployed.run(
+        "-n", namespace, "create", "--dry-run=server", "-f", "-", input=json.dumps(weak), check=False
+    )
+    assert refused.returncode != 0 and "PodSecurity" in refused.stderr, refused.stderr

@@ -1,0 +1,82 @@
+"""The operator's ServiceAccount may do exactly what the README documents."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from .conftest import REPO, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
+
+pytestmark = [pytest.mark.cluster, pytest.mark.localcluster]
+
+OPERATOR = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{SERVICE_ACCOUNT}"
+Rule = tuple[str, str]  # ("pods" | "paralleljobs.paralleljob.dev/status", verb)
+
+
+def documented() -> set[Rule]:
+    """The table between <!-- rbac --> markers in the README's kind section."""
+    text = (REPO / "README.md").read_text()
+    table = re.search(r"<!-- rbac -->(.*?)<!-- /rbac -->", text, re.S)
+    assert table, "README.md has no <!-- rbac --> table"
+    rules: set[Rule] = set()
+    for line in table.group(1).splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[0] in ("API group", "---"):
+            continue
+        group, resource, verbs = cells
+        name, _, sub = resource.partition("/")
+        full = name if group == "core" else f"{name}.{group}"
+        if sub:
+            full += f"/{sub}"
+        rules |= {(full, v.strip()) for v in verbs.split(",")}
+    return rules
+
+
+def can_i_list(kubectl: Kubectl, user: str, namespace: str) -> set[Rule]:
+    """`kubectl auth can-i --list` as a set of (resource, verb), resources only."""
+    out = kubectl.run("auth", "can-i", "--list", f"--as={user}", "-n", namespace).stdout
+    lines = out.splitlines()
+    header = lines[0]
+    urls_at = header.index("Non-Resource URLs")
+    verbs_at = header.index("Verbs")
+    rules: set[Rule] = set()
+    for line in lines[1:]:
+        resource = line[:urls_at].strip()
+        if not resource:
+            continue  # a non-resource URL (discovery, /healthz...), granted to everyone
+        verbs = line[verbs_at:].strip().strip("[]").split()
+        rules |= {(resource, v) for v in verbs}
+    return rules
+
+
+@pytest.mark.parametrize("namespace_under_test", [SYSTEM_NAMESPACE, "default"])
+def test_can_i_list_is_the_documented_set(deployed: Kubectl, namespace_under_test: str) -> None:
+    # What every ServiceAccount may do anyway (self-reviews, discovery) is not the operator's.
+    baseline = can_i_list(
+        deployed, f"system:serviceaccount:{SYSTEM_NAMESPACE}:no-such-account", namespace_under_test
+    )
+    granted = can_i_list(deployed, OPERATOR, namespace_under_test) - baseline
+    assert granted == documented(), (
+        f"not documented: {sorted(granted - documented())}; "
+        f"documented but not granted: {sorted(documented() - granted)}"
+    )
+
+
+@pytest.mark.parametrize("verb", ["get", "list", "watch"])
+def test_cannot_read_secrets(deployed: Kubectl, verb: str) -> None:
+    for scope in (["-n", SYSTEM_NAMESPACE], ["-n", "default"], ["--all-namespaces"]):
+        answer = deployed.run("auth", "can-i", verb, "secrets", f"--as={OPERATOR}", *scope, check=False)
+        assert answer.stdout.strip() == "no", (verb, scope, answer.stdout, answer.stderr)
+
+
+def test_users_get_parallel_jobs_through_aggregation(deployed: Kubectl) -> None:
+    for role, verbs, not_verbs in (
+        ("admin", ["create", "delete", "patch"], []),
+        ("edit", ["create", "delete", "patch"], []),
+        ("view", ["get", "list", "watch"], ["create", "delete", "patch"]),
+    ):
+        rules = deployed.json("get", "clusterrole", role)["rules"]
+        pj = {v for r in rules if "paralleljobs" in r.get("resources", []) for v in r["verbs"]}
+        assert set(verbs) <= pj, (role, pj)
+        assert not set(not_verbs) & pj, (role, pj)
