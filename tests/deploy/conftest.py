@@ -70,8 +70,9 @@ class Kubectl:
             timeout=timeout,
         )
         if check and proc.returncode != 0:
+            command = " ".join(args)
             raise AssertionError(
-                f"kubectl {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+                f"kubectl {command} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
             )
         return proc
 

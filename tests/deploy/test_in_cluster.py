@@ -47,7 +47,9 @@ def _operator_pod(kubectl: Kubectl) -> dict[str, Any]:
         "-n", SYSTEM_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/component=operator"
     )["items"]
     running = [p for p in pods if p["status"].get("phase") == "Running"]
-    assert len(running) == 1, f"expected one running operator pod, got {[p['metadata']['name'] for p in pods]}"
+    assert len(running) == 1, (
+        f"expected one running operator pod, got {[p['metadata']['name'] for p in pods]}"
+    )
     return running[0]
 
 
@@ -80,17 +82,27 @@ def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, namespace: 
     assert "Complete" in table and "3/3" in table, table
 
     pods = deployed.json("-n", namespace, "get", "pods")["items"]
-    ours = [p for p in pods if any(r.get("uid") == pj["metadata"]["uid"] for r in p["metadata"].get("ownerReferences", []))]
+    ours = [
+        p
+        for p in pods
+        if any(
+            r.get("uid") == pj["metadata"]["uid"] for r in p["metadata"].get("ownerReferences", [])
+        )
+    ]
     assert sum(p["status"]["phase"] == "Succeeded" for p in ours) == 3, [
         (p["metadata"]["name"], p["status"]["phase"]) for p in ours
     ]
     # Real pods on the real node (not the simulated kwok node).
     for p in ours:
         node = deployed.json("get", "node", p["spec"]["nodeName"])
-        assert "kwok.x-k8s.io/node" not in node["metadata"].get("annotations", {}), p["spec"]["nodeName"]
+        assert "kwok.x-k8s.io/node" not in node["metadata"].get("annotations", {}), p["spec"][
+            "nodeName"
+        ]
 
     # It was the in-cluster operator that did it.
-    logs = deployed.run("-n", SYSTEM_NAMESPACE, "logs", f"deployment/{DEPLOYMENT}", "--tail=-1").stdout
+    logs = deployed.run(
+        "-n", SYSTEM_NAMESPACE, "logs", f"deployment/{DEPLOYMENT}", "--tail=-1"
+    ).stdout
     assert name in logs, "the in-cluster operator's log never mentions the ParallelJob"
 
 
@@ -102,15 +114,24 @@ def test_operator_pod_is_admitted_under_restricted(deployed: Kubectl, namespace:
 
     # And its pod template is admitted, as is, in any namespace enforcing it.
     deployed.run(
-        "label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted",
-        "pod-security.kubernetes.io/enforce-version=latest", "--overwrite",
+        "label",
+        "namespace",
+        namespace,
+        "pod-security.kubernetes.io/enforce=restricted",
+        "pod-security.kubernetes.io/enforce-version=latest",
+        "--overwrite",
     )
     deployed.run("-n", namespace, "create", "serviceaccount", SERVICE_ACCOUNT)
-    template = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)["spec"]["template"]
+    template = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)["spec"][
+        "template"
+    ]
     pod = {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": "operator-pss-check", "labels": template["metadata"].get("labels", {})},
+        "metadata": {
+            "name": "operator-pss-check",
+            "labels": template["metadata"].get("labels", {}),
+        },
         "spec": template["spec"],
     }
     admitted = deployed.run(
@@ -126,6 +147,13 @@ def test_operator_pod_is_admitted_under_restricted(deployed: Kubectl, namespace:
     for c in weak["spec"]["containers"]:
         c.pop("securityContext", None)
     refused = deployed.run(
-        "-n", namespace, "create", "--dry-run=server", "-f", "-", input=json.dumps(weak), check=False
+        "-n",
+        namespace,
+        "create",
+        "--dry-run=server",
+        "-f",
+        "-",
+        input=json.dumps(weak),
+        check=False,
     )
     assert refused.returncode != 0 and "PodSecurity" in refused.stderr, refused.stderr

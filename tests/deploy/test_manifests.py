@@ -12,24 +12,43 @@ EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 
 
 def test_manifests_pass_server_side_dry_run(deployed: Kubectl) -> None:
-    out = deployed.run("apply", "-k", str(REPO / "manifests"), "--dry-run=server", "--server-side",
-                       "--force-conflicts", "--field-manager=dry-run-test")
-    for kind in ("namespace/", "customresourcedefinition", "serviceaccount/", "clusterrole",
-                 "clusterrolebinding", "configmap/", "deployment"):
+    out = deployed.run(
+        "apply",
+        "-k",
+        str(REPO / "manifests"),
+        "--dry-run=server",
+        "--server-side",
+        "--force-conflicts",
+        "--field-manager=dry-run-test",
+    )
+    for kind in (
+        "namespace/",
+        "customresourcedefinition",
+        "serviceaccount/",
+        "clusterrole",
+        "clusterrolebinding",
+        "configmap/",
+        "deployment",
+    ):
         assert kind in out.stdout, (kind, out.stdout)
     # The same through the plain client-side path a user may take.
     deployed.run("apply", "-k", str(REPO / "manifests"), "--dry-run=server")
 
 
-@pytest.mark.parametrize("example", [p for p in EXAMPLES if p.name != "kustomization.yaml"],
-                         ids=lambda p: p.stem)
+@pytest.mark.parametrize(
+    "example", [p for p in EXAMPLES if p.name != "kustomization.yaml"], ids=lambda p: p.stem
+)
 def test_example_passes_server_side_dry_run(deployed: Kubectl, namespace: str, example) -> None:
     out = deployed.run("-n", namespace, "apply", "-f", str(example), "--dry-run=server")
     assert "paralleljob.paralleljob.dev/" in out.stdout, out.stdout
 
 
-def test_examples_kustomization_passes_server_side_dry_run(deployed: Kubectl, namespace: str) -> None:
-    out = deployed.run("-n", namespace, "apply", "-k", str(REPO / "manifests" / "examples"), "--dry-run=server")
+def test_examples_kustomization_passes_server_side_dry_run(
+    deployed: Kubectl, namespace: str
+) -> None:
+    out = deployed.run(
+        "-n", namespace, "apply", "-k", str(REPO / "manifests" / "examples"), "--dry-run=server"
+    )
     assert out.stdout.count("paralleljob.paralleljob.dev/") == 4, out.stdout
 
 
@@ -40,7 +59,10 @@ def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
     assert deployed.run("get", "crd", CRD, check=False).returncode != 0
     for role in ("paralleljob-operator", "paralleljob-edit", "paralleljob-view"):
         assert deployed.run("get", "clusterrole", role, check=False).returncode != 0, role
-    assert deployed.run("get", "clusterrolebinding", "paralleljob-operator", check=False).returncode != 0
+    assert (
+        deployed.run("get", "clusterrolebinding", "paralleljob-operator", check=False).returncode
+        != 0
+    )
 
     deployed.make("deploy-local")
     deploy = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)

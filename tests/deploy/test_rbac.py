@@ -66,7 +66,9 @@ def test_can_i_list_is_the_documented_set(deployed: Kubectl, namespace_under_tes
 @pytest.mark.parametrize("verb", ["get", "list", "watch"])
 def test_cannot_read_secrets(deployed: Kubectl, verb: str) -> None:
     for scope in (["-n", SYSTEM_NAMESPACE], ["-n", "default"], ["--all-namespaces"]):
-        answer = deployed.run("auth", "can-i", verb, "secrets", f"--as={OPERATOR}", *scope, check=False)
+        answer = deployed.run(
+            "auth", "can-i", verb, "secrets", f"--as={OPERATOR}", *scope, check=False
+        )
         assert answer.stdout.strip() == "no", (verb, scope, answer.stdout, answer.stderr)
 
 
