@@ -97,11 +97,20 @@ log "deploy: kubectl apply -k manifests/ (image $image)"
 kubectl apply -k "$overlay" --server-side --force-conflicts --field-manager=paralleljob-deploy >&2
 kubectl wait --for=condition=Established --timeout=60s crd/paralleljobs.paralleljob.dev >/dev/null
 
-# 5. Rollout.
-if ! kubectl -n "$PJ_SYSTEM_NAMESPACE" rollout status deployment/paralleljob-operator --timeout="${PJ_ROLLOUT_TIMEOUT:-180s}" >&2; then
-  kubectl -n "$PJ_SYSTEM_NAMESPACE" get pods -o wide >&2 || true
-  kubectl -n "$PJ_SYSTEM_NAMESPACE" describe pods -l app.kubernetes.io/component=operator | tail -n 30 >&2 || true
-  kubectl -n "$PJ_SYSTEM_NAMESPACE" logs deployment/paralleljob-operator --tail=30 >&2 || true
-  die "the operator did not roll out"
-fi
-log "deploy: operator running in $PJ_SYSTEM_NAMESPACE ($mode cluster, $(kube_desc)) in $((SECONDS - start))s"
+# 5. Rollout. A pod that crashes (bad configuration: it prints one line and
+# exits 1) or cannot get its image fails the deploy at once, with its log.
+ns=$PJ_SYSTEM_NAMESPACE
+deadline=$((SECONDS + ${PJ_ROLLOUT_TIMEOUT:-180}))
+until kubectl -n "$ns" rollout status deployment/paralleljob-operator --timeout=5s >/dev/null 2>&1; do
+  stuck=$(kubectl -n "$ns" get pods -l app.kubernetes.io/component=operator -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.containers[0].image}{" "}{.status.containerStatuses[0].restartCount}{" "}{.status.containerStatuses[0].state.waiting.reason}{"\n"}{end}' 2>/dev/null \
+    | awk -v img="$image" '$2 ~ img"$" && ($3 > 0 || $4 ~ /ErrImage|ImagePull|CreateContainer|InvalidImage/) {print $1; exit}')
+  if [ -n "$stuck" ] || [ $SECONDS -ge $deadline ]; then
+    kubectl -n "$ns" get pods -o wide >&2 || true
+    [ -z "$stuck" ] || kubectl -n "$ns" describe pod "$stuck" | sed -n '/^Events:/,$p' | tail -n 8 >&2 || true
+    echo "--- operator log:" >&2
+    kubectl -n "$ns" logs "${stuck:-deployment/paralleljob-operator}" --tail=20 >&2 2>/dev/null \
+      || kubectl -n "$ns" logs "${stuck:-deployment/paralleljob-operator}" --previous --tail=20 >&2 || true
+    die "the operator did not roll out${stuck:+: pod $stuck is failing}"
+  fi
+done
+log "deploy: operator running in $ns ($mode cluster, $(kube_desc)) in $((SECONDS - start))s"
