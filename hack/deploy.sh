@@ -25,7 +25,7 @@ start=$SECONDS
 if [ "$mode" = kind ]; then
   missing=0
   command -v docker >/dev/null 2>&1 || { missing=1; echo "error: 'docker' is missing: install Docker Engine or Docker Desktop, https://docs.docker.com/engine/install/" >&2; }
-  command -v kind >/dev/null 2>&1 || { missing=1; echo "error: 'kind' is missing: go install sigs.k8s.io/kind@v0.31.0 (or see https://kind.sigs.k8s.io/docs/user/quick-start/#installation)" >&2; }
+  command -v kind >/dev/null 2>&1 || { missing=1; echo "error: 'kind' is missing: go install sigs.k8s.io/kind@v0.33.0 (or see https://kind.sigs.k8s.io/docs/user/quick-start/#installation)" >&2; }
   command -v kubectl >/dev/null 2>&1 || { missing=1; echo "error: 'kubectl' is missing: see https://kubernetes.io/docs/tasks/tools/ (or run make build, which builds the pinned one)" >&2; }
   [ $missing = 0 ] || exit 1
   use_cluster kind

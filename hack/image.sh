@@ -10,7 +10,8 @@
 # Tags the image paralleljob-operator:dev and paralleljob-operator:<id>, where
 # <id> comes from the image's content, so every new build rolls the
 # Deployment and an unchanged one does not. Prints that reference on stdout.
-# PJ_BASE_IMAGE overrides the base image in either mode.
+# PJ_BASE_IMAGE overrides the base image in either mode; PJ_DOCKER_BUILD_FLAGS
+# adds `docker build` flags.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 IMAGE_NAME=${PJ_IMAGE_NAME:-paralleljob-operator}
@@ -36,6 +37,9 @@ else
   base=${PJ_BASE_IMAGE:-}
 fi
 [ -z "$base" ] || build_args+=(--build-arg "BASE_IMAGE=$base")
+# Extra `docker build` flags, e.g. PJ_DOCKER_BUILD_FLAGS="--network host --progress plain".
+read -r -a extra <<<"${PJ_DOCKER_BUILD_FLAGS:-}"
+build_args+=("${extra[@]}")
 
 start=$SECONDS
 log "image: building $IMAGE_NAME:dev${base:+ on $base}"

@@ -47,6 +47,7 @@ fi
 
 # With the operator gone nothing would ever release a finalizer it left on a
 # pod (e.g. after a crash mid-way): release them so the pods can go.
+[ -z "${PJ_UNDEPLOY_KEEP_CRD:-}" ] || { log "undeploy: done (CRD kept)"; exit 0; }
 left=$(kubectl get pods -A -o jsonpath='{range .items[*]}{.metadata.namespace}{" "}{.metadata.name}{" "}{.metadata.finalizers}{"\n"}{end}' 2>/dev/null \
   | awk '$3 ~ /paralleljob/ {print $1 "/" $2}')
 for ref in $left; do
