@@ -14,7 +14,8 @@ source "$HACK_DIR/kube-target.sh"
 
 CLUSTER=${DEMO_CLUSTER:-local}
 NS=${DEMO_NAMESPACE:-paralleljob-demo}
-EXAMPLES=$REPO_ROOT/manifests/examples
+EXAMPLES=manifests/examples
+cd "$REPO_ROOT"
 STEP_TIMEOUT=${DEMO_STEP_TIMEOUT:-180}
 start=$SECONDS
 
@@ -23,7 +24,11 @@ say() { printf '\n%s== %s%s\n' "$B" "$*" "$N"; }
 # Prints a command the way the seed does, then runs it; `kubectl` here means
 # the demo's cluster and, unless told otherwise, the demo namespace.
 show() {
-  printf '%s$ %s%s\n' "$D" "$*" "$N"
+  local shown=() a
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_./:=,@%+-]+$ ]]; then shown+=("$a"); else shown+=("'$a'"); fi
+  done
+  printf '%s$ %s%s\n' "$D" "${shown[*]}" "$N"
   if [ "$1" = kubectl ]; then shift; command kubectl ${KUBE_CONTEXT:+--context "$KUBE_CONTEXT"} -n "$NS" "$@"; else "$@"; fi
 }
 
@@ -44,27 +49,29 @@ show kubectl -n "$PJ_SYSTEM_NAMESPACE" get deployment,pods -o wide
 operator_image=$(kubectl -n "$PJ_SYSTEM_NAMESPACE" get deployment paralleljob-operator -o jsonpath='{.spec.template.spec.containers[0].image}')
 
 # --- helpers -------------------------------------------------------------------
-# A column of `kubectl get pj NAME`, cut by the header's positions (COMPLETIONS
-# like "3/1 of 3" holds spaces).
-pj_column() {
-  kubectl -n "$NS" get paralleljobs.paralleljob.dev "$1" 2>/dev/null | awk -v col="$2" '
+# A column of a `kubectl get pj NAME` table, cut at the header's positions
+# (COMPLETIONS such as "3/1 of 3" holds spaces).
+pj_column_of() {
+  awk -v col="$2" '
     NR == 1 { s = index($0, col); rest = substr($0, s + length(col)); match(rest, /[^ ]/);
               nxt = (RSTART ? s + length(col) + RSTART - 1 : 0); next }
-    NR == 2 && s { v = nxt ? substr($0, s, nxt - s) : substr($0, s); sub(/ +$/, "", v); print v }'
+    NR == 2 && s { v = nxt ? substr($0, s, nxt - s) : substr($0, s); sub(/ +$/, "", v); print v }' <<<"$1"
 }
-pods() { kubectl -n "$NS" get pods -l "app.kubernetes.io/name=$1" "${@:2}"; }
+pj_column() { pj_column_of "$(kubectl -n "$NS" get pj "$1" 2>/dev/null)" "$2"; }
 
 # Prints `kubectl get pj NAME` and its pods whenever their state changes (not
-# merely their age), until STATUS is Complete or Failed.
+# merely their age), until STATUS is Complete or Failed. What is printed is
+# exactly what the change was detected on.
 watch_pj() {
-  local name=$1 last= now status deadline=$((SECONDS + STEP_TIMEOUT))
+  local name=$1 last= now pj pods status deadline=$((SECONDS + STEP_TIMEOUT))
   while :; do
-    status=$(pj_column "$name" STATUS)
-    now="$status|$(pj_column "$name" COMPLETIONS)|$(pods "$name" --no-headers 2>/dev/null | awk '{print $1, $2, $3}')"
+    pj=$(kubectl -n "$NS" get pj "$name" 2>&1)
+    pods=$(kubectl -n "$NS" get pods -l "app.kubernetes.io/name=$name" 2>&1)
+    status=$(pj_column_of "$pj" STATUS)
+    now="$status|$(pj_column_of "$pj" COMPLETIONS)|$(awk 'NR > 1 {print $1, $2, $3}' <<<"$pods")"
     if [ "$now" != "$last" ]; then
-      printf '\n'
-      show kubectl get pj "$name"
-      show kubectl get pods -l "app.kubernetes.io/name=$name"
+      printf '\n%s$ kubectl get pj %s%s\n%s\n' "$D" "$name" "$N" "$pj"
+      printf '%s$ kubectl get pods -l app.kubernetes.io/name=%s%s\n%s\n' "$D" "$name" "$N" "$pods"
       last=$now
     fi
     case $status in Complete | Failed) return 0 ;; esac
