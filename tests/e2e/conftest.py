@@ -1,0 +1,190 @@
+"""Fixtures for the operator's end-to-end tests: the CRD, and the operator itself run
+as a real subprocess (the ``paralleljob-operator`` console script) watching the test's
+namespace, so that tests can SIGKILL it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.wait import wait_until
+
+from .support import Kubectl, kubectl
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRD = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
+OPERATOR_BIN = Path(sys.executable).parent / "paralleljob-operator"
+
+
+@pytest.fixture
+def crd(kubeconfig: str) -> None:
+    """The ParallelJob CRD, applied from crds/ (server-side, so repeated runs agree).
+
+    Applied for every test: other tests of the session (make undeploy) remove it."""
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    kubectl(
+        "wait", "--for=condition=Established", "crd/paralleljobs.paralleljob.dev", "--timeout=60s"
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class Operator:
+    """The operator as a subprocess: start, SIGKILL, restart; its log on failure."""
+
+    def __init__(self, namespace: str, log_dir: Path, env: dict[str, str]) -> None:
+        self.namespace = namespace
+        self.log_dir = log_dir
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.port = _free_port()
+
+    @property
+    def log_path(self) -> Path:
+        return self.log_dir / f"operator-{self.starts}.log"
+
+    def start(self) -> None:
+        assert self.proc is None or self.proc.poll() is not None, "already running"
+        self.starts += 1
+        self.port = _free_port()
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                str(OPERATOR_BIN),
+                "--namespace",
+                self.namespace,
+                "--liveness-port",
+                str(self.port),
+                "--log-level",
+                "debug",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+        )
+        log.close()
+        wait_until(self._healthy, timeout=60, what="the operator's /healthz")
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"the operator exited ({self.proc.returncode}):\n{self.logs()}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2) as r:
+                return bool(r.status == 200)
+        except OSError:
+            return False
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup of any kind happens in the operator."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+    def restart(self) -> None:
+        self.kill()
+        self.start()
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    @property
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def logs(self) -> str:
+        parts = []
+        for i in range(1, self.starts + 1):
+            path = self.log_dir / f"operator-{i}.log"
+            if path.exists():
+                parts.append(
+                    f"--- operator run {i} ---\n{path.read_text(errors='replace')[-20000:]}"
+                )
+        return "\n".join(parts)
+
+
+def operator_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.update(extra)
+    return env
+
+
+@pytest.fixture
+def operator_settings() -> dict[str, str]:
+    """Environment for the operator; tests override it with indirect parametrisation."""
+    return {}
+
+
+@pytest.fixture
+def operator(
+    request: pytest.FixtureRequest,
+    crd: None,
+    namespace: str,
+    tmp_path: Path,
+    operator_settings: dict[str, str],
+) -> Iterator[Operator]:
+    op = Operator(namespace, tmp_path, operator_env(**operator_settings))
+    op.start()
+    try:
+        yield op
+    finally:
+        failed = getattr(request.node, "rep_call", None)
+        try:
+            cleanup(op, namespace)
+        finally:
+            op.stop()
+            if failed is not None and failed.failed:
+                sys.stderr.write(op.logs())
+
+
+def cleanup(op: Operator, namespace: str) -> None:
+    """Deletes the test's jobs while the operator runs, so that no finalizer is left."""
+    if not op.running:
+        op.start()
+    kubectl("delete", "pj", "--all", "-n", namespace, "--wait=false", check=False)
+
+    def all_released() -> bool:
+        jobs = json.loads(kubectl("get", "pj", "-n", namespace, "-o", "json").stdout)["items"]
+        pods = json.loads(kubectl("get", "pods", "-n", namespace, "-o", "json").stdout)["items"]
+        held = [
+            p for p in pods if "paralleljob.dev/tracking" in (p["metadata"].get("finalizers") or [])
+        ]
+        return not jobs and not held
+
+    wait_until(all_released, timeout=120, what=f"jobs deleted and pods released in {namespace}")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[Any]) -> Iterator[None]:
+    outcome = yield
+    report = outcome.get_result()
+    if report.when == "call":
+        item.rep_call = report  # type: ignore[attr-defined]
+
+
+@pytest.fixture
+def k(namespace: str) -> Kubectl:
+    return Kubectl(namespace)

@@ -1,0 +1,256 @@
+"""Helpers for the end-to-end tests: the pinned kubectl, ParallelJob manifests, reading
+`kubectl get pj` exactly as a person sees it, and a pod watch that checks invariants on
+every event."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+FINALIZER = "paralleljob.dev/tracking"
+JOB_LABEL = "paralleljob.dev/job-name"
+BUSYBOX = "busybox:1.35.0"
+KWOK_TOLERATION = {"key": "kwok.x-k8s.io/node", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def kubectl(
+    *args: str, check: bool = True, input: str | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        ["kubectl", *args], capture_output=True, text=True, input=input, timeout=timeout
+    )
+    if check and result.returncode != 0:
+        command = " ".join(args)
+        output = result.stdout + result.stderr
+        raise AssertionError(f"kubectl {command} failed ({result.returncode}):\n{output}")
+    return result
+
+
+def busybox_template(command: str, *, restart_policy: str = "Never") -> dict[str, Any]:
+    """A pod on the real node: busybox from the node's image store, 1s grace period."""
+    return {
+        "spec": {
+            "restartPolicy": restart_policy,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": BUSYBOX,
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["sh", "-c", command],
+                }
+            ],
+        }
+    }
+
+
+def kwok_template(duration: str = "2s", exit_code: int = 0) -> dict[str, Any]:
+    """A pod on the kwok node: it 'runs' for ``duration`` and exits with ``exit_code``."""
+    return {
+        "metadata": {
+            "annotations": {
+                "kwok.paralleljob.dev/duration": duration,
+                "kwok.paralleljob.dev/exit-code": str(exit_code),
+            }
+        },
+        "spec": {
+            "restartPolicy": "Never",
+            "nodeSelector": {"type": "kwok"},
+            "tolerations": [KWOK_TOLERATION],
+            "containers": [{"name": "main", "image": BUSYBOX}],
+        },
+    }
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of `kubectl get pj`, split by the header's column positions."""
+
+    name: str
+    status: str
+    completions: str
+    duration: str
+    age: str
+
+
+def parse_table(text: str) -> list[dict[str, str]]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    header = lines[0]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    names = header.split()
+    rows = []
+    for line in lines[1:]:
+        cells = {}
+        for i, name in enumerate(names):
+            end = starts[i + 1] if i + 1 < len(starts) else len(line)
+            cells[name] = line[starts[i] : end].strip()
+        rows.append(cells)
+    return rows
+
+
+class Kubectl:
+    """kubectl in one namespace."""
+
+    def __init__(self, namespace: str) -> None:
+        self.ns = namespace
+
+    def run(
+        self, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        return kubectl("-n", self.ns, *args, check=check, input=input)
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.run(*args, "-o", "json").stdout)
+
+    def create_pj(self, name: str, template: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": "paralleljob.dev/v1alpha1",
+            "kind": "ParallelJob",
+            "metadata": {"name": name},
+            "spec": {**spec, "template": template},
+        }
+        self.run("create", "-f", "-", input=json.dumps(body))
+        return body
+
+    def pj(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.json("get", "pj", name)
+        return result
+
+    def status(self, name: str) -> dict[str, Any]:
+        return dict(self.pj(name).get("status") or {})
+
+    def get_pj_text(self, name: str) -> str:
+        """`kubectl get pj NAME`, verbatim."""
+        return self.run("get", "pj", name).stdout
+
+    def row(self, name: str) -> Row:
+        [cells] = parse_table(self.get_pj_text(name))
+        return Row(
+            cells["NAME"], cells["STATUS"], cells["COMPLETIONS"], cells["DURATION"], cells["AGE"]
+        )
+
+    def pods(self, job: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.json("get", "pods", "-l", f"{JOB_LABEL}={job}")["items"]
+        return items
+
+    def patch_pj(
+        self, name: str, patch: dict[str, Any], *, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        return self.run("patch", "pj", name, "--type=merge", "-p", json.dumps(patch), check=check)
+
+    def condition(self, name: str, ctype: str) -> dict[str, Any] | None:
+        for cond in self.status(name).get("conditions") or []:
+            if cond.get("type") == ctype:
+                return dict(cond)
+        return None
+
+    def finished(self, name: str) -> str | None:
+        """'Complete' or 'Failed' once the job has that condition True."""
+        for cond in self.status(name).get("conditions") or []:
+            if cond.get("type") in ("Complete", "Failed") and cond.get("status") == "True":
+                return str(cond["type"])
+        return None
+
+
+def phase(pod: dict[str, Any]) -> str:
+    return str(pod.get("status", {}).get("phase", "Pending"))
+
+
+def held(pods: list[dict[str, Any]]) -> list[str]:
+    """Names of pods still carrying the tracking finalizer."""
+    return [
+        p["metadata"]["name"] for p in pods if FINALIZER in (p["metadata"].get("finalizers") or [])
+    ]
+
+
+@dataclass
+class PodWatch:
+    """Watches a job's pods and checks an invariant after every event.
+
+    ``check(pods)`` gets the current pods by uid (as the watch shows them) and returns
+    an error message or None. Errors are collected, not raised, from the watch thread.
+    """
+
+    core_v1: Any
+    namespace: str
+    job: str
+    check: Callable[[dict[str, dict[str, Any]]], str | None] | None = None
+    pods: dict[str, dict[str, Any]] = field(default_factory=dict)
+    created: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    max_active: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    _ready: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> PodWatch:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        self._ready.wait(timeout=30)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=15)
+
+    def _run(self) -> None:
+        from kubernetes import watch
+
+        rv = None
+        while not self._stop.is_set():
+            w = watch.Watch()
+            kwargs: dict[str, Any] = {
+                "label_selector": f"{JOB_LABEL}={self.job}",
+                "timeout_seconds": 2,
+            }
+            if rv:
+                kwargs["resource_version"] = rv
+            else:
+                listed = self.core_v1.list_namespaced_pod(
+                    self.namespace, label_selector=kwargs["label_selector"]
+                )
+                rv = listed.metadata.resource_version
+                for pod in listed.items:
+                    self._apply("ADDED", self.core_v1.api_client.sanitize_for_serialization(pod))
+                self._ready.set()
+                continue
+            try:
+                for event in w.stream(self.core_v1.list_namespaced_pod, self.namespace, **kwargs):
+                    obj = self.core_v1.api_client.sanitize_for_serialization(event["object"])
+                    rv = obj["metadata"]["resourceVersion"]
+                    self._apply(event["type"], obj)
+                    if self._stop.is_set():
+                        break
+            except Exception as exc:  # a 410 Gone: list again
+                if "410" in str(exc) or "Expired" in str(exc):
+                    rv = None
+                    continue
+                self.errors.append(f"watch failed: {exc}")
+                return
+
+    def _apply(self, type_: str, pod: dict[str, Any]) -> None:
+        uid = pod["metadata"]["uid"]
+        if type_ == "DELETED":
+            self.pods.pop(uid, None)
+        else:
+            if uid not in self.pods and uid not in self.created:
+                self.created.append(uid)
+            self.pods[uid] = pod
+        active = sum(1 for p in self.pods.values() if is_active(p))
+        self.max_active = max(self.max_active, active)
+        if self.check is not None:
+            error = self.check(self.pods)
+            if error:
+                self.errors.append(error)
+
+
+def is_active(pod: dict[str, Any]) -> bool:
+    return phase(pod) not in ("Succeeded", "Failed") and not pod["metadata"].get(
+        "deletionTimestamp"
+    )
