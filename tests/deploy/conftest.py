@@ -103,8 +103,14 @@ def kubectl(kubeconfig: Any) -> Kubectl:
 def deployed(kubectl: Kubectl) -> Iterator[Kubectl]:
     """The operator running in-cluster from its image (make deploy-local)."""
     crd_preinstalled = kubectl.run("get", "crd", CRD, check=False).returncode == 0
+    dockerd = str(REPO / "hack" / "dockerd.sh")
+    engine_was_running = subprocess.run([dockerd, "status"], capture_output=True).returncode == 0
     kubectl.make("deploy-local")
     yield kubectl
+    if not engine_was_running:
+        # The engine this session started goes too; its data root (the layer
+        # cache) stays for the next build.
+        subprocess.run([dockerd, "stop"], capture_output=True, timeout=120, check=False)
     env = dict(kubectl.env, PJ_CLUSTER="local")
     if crd_preinstalled:
         env["PJ_UNDEPLOY_KEEP_CRD"] = "1"
