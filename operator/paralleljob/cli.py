@@ -77,6 +77,10 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
 
 async def preflight(config: OperatorConfig) -> None:
     """Fails fast, with a one-line reason, when the operator could not work."""
+    env = os.environ.get("KUBECONFIG", "")
+    paths = [p for p in env.split(os.pathsep) if p]
+    if paths and not any(os.path.exists(os.path.expanduser(p)) for p in paths):
+        raise StartupError(f"KUBECONFIG={env}: no such file")
     try:
         configuration = await load_configuration()
     except Exception as exc:

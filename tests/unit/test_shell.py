@@ -1,0 +1,158 @@
+"""The pure parts of the imperative shell: pod building, expectations, CLI settings."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from paralleljob import constants as c
+from paralleljob.cli import parse_args
+from paralleljob.controller import EXPECTATIONS_TIMEOUT, JobRuntime
+from paralleljob.model import PodInfo
+from paralleljob.pods import build_pod
+
+JOB: dict[str, Any] = {
+    "apiVersion": "paralleljob.dev/v1alpha1",
+    "kind": "ParallelJob",
+    "metadata": {"name": "multi-task-job", "namespace": "ns", "uid": "u-1", "resourceVersion": "5"},
+    "spec": {
+        "template": {
+            "metadata": {"labels": {"app": "x"}, "annotations": {"a": "b"}, "finalizers": ["f/x"]},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]},
+        }
+    },
+}
+
+
+def test_pod_is_named_labelled_owned_and_finalized_like_a_job_pod() -> None:
+    pod = build_pod(JOB)
+    meta = pod["metadata"]
+    assert meta["generateName"] == "multi-task-job-"
+    assert meta["namespace"] == "ns"
+    assert meta["labels"] == {
+        "app": "x",
+        c.LABEL_JOB_NAME: "multi-task-job",
+        c.LABEL_CONTROLLER_UID: "u-1",
+    }
+    assert meta["annotations"] == {"a": "b"}
+    assert meta["finalizers"] == ["f/x", c.TRACKING_FINALIZER]
+    [owner] = meta["ownerReferences"]
+    assert owner == {
+        "apiVersion": "paralleljob.dev/v1alpha1",
+        "kind": "ParallelJob",
+        "name": "multi-task-job",
+        "uid": "u-1",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    assert pod["spec"] == JOB["spec"]["template"]["spec"]
+    pod["spec"]["containers"].append({})
+    assert len(JOB["spec"]["template"]["spec"]["containers"]) == 1, "the template is copied"
+
+
+def test_generate_name_prefix_is_cut_to_58_characters() -> None:
+    job = {**JOB, "metadata": {**JOB["metadata"], "name": "j" * 63}}
+    assert len(build_pod(job)["metadata"]["generateName"]) == 58
+
+
+def _runtime() -> JobRuntime:
+    async def make() -> JobRuntime:
+        return JobRuntime(JOB)
+
+    return asyncio.run(make())
+
+
+def test_runtime_keeps_the_newest_job_version() -> None:
+    rt = _runtime()
+    newer = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "9"}}
+    older = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "7"}}
+    other = {**JOB, "metadata": {**JOB["metadata"], "uid": "u-2", "resourceVersion": "99"}}
+    assert rt.offer(newer) and rt.body is newer
+    assert not rt.offer(older) and rt.body is newer
+    assert not rt.offer(other) and rt.body is newer
+
+
+def test_expectations_hold_back_until_the_cache_shows_the_pods() -> None:
+    rt = _runtime()
+    rt.pending_creates["new"] = 0.0
+    rt.pending_deletes["old"] = 0.0
+    rt.pending_finalizer_removals["done"] = 0.0
+    old = PodInfo("o", "old")
+    done = PodInfo("d", "done", c.SUCCEEDED, has_finalizer=True)
+    satisfied, removed = rt.expectations({"old": old, "done": done}, now=1.0)
+    assert not satisfied and removed == frozenset({"done"})
+    new = PodInfo("n", "new")
+    satisfied, removed = rt.expectations(
+        {"new": new, "old": PodInfo("o", "old", deleting=True)}, now=2.0
+    )
+    assert satisfied and removed == frozenset()
+
+
+def test_expectations_time_out_after_five_minutes() -> None:
+    rt = _runtime()
+    rt.pending_creates["lost"] = 0.0
+    assert not rt.expectations({}, now=EXPECTATIONS_TIMEOUT)[0]
+    assert rt.expectations({}, now=EXPECTATIONS_TIMEOUT + 1)[0]
+
+
+def test_watch_events_settle_expectations() -> None:
+    rt = _runtime()
+    rt.pending_creates["a"] = rt.pending_deletes["a"] = rt.pending_finalizer_removals["a"] = 0.0
+    rt.observe_pod("a", gone=False, deleting=False, has_finalizer=True)
+    assert "a" not in rt.pending_creates and "a" in rt.pending_deletes
+    rt.observe_pod("a", gone=True, deleting=False, has_finalizer=True)
+    assert not rt.pending_deletes and not rt.pending_finalizer_removals
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "namespaces", "level", "port"),
+    [
+        ([], {}, (), "info", 8080),
+        (["-n", "a", "--namespace", "b", "-n", "a"], {}, ("a", "b"), "info", 8080),
+        ([], {"PJ_WATCH_NAMESPACES": "x, y,,"}, ("x", "y"), "info", 8080),
+        (["--namespace", "z"], {"PJ_WATCH_NAMESPACES": "x"}, ("z",), "info", 8080),
+        (["--log-level", "DEBUG", "--liveness-port", "9"], {}, (), "debug", 9),
+        ([], {"PJ_LOG_LEVEL": "warning", "PJ_LIVENESS_PORT": "0"}, (), "warning", 0),
+    ],
+)
+def test_cli_options_and_environment(
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    env: dict[str, str],
+    namespaces: tuple[str, ...],
+    level: str,
+    port: int,
+) -> None:
+    for key in ("PJ_WATCH_NAMESPACES", "PJ_LOG_LEVEL", "PJ_LIVENESS_PORT"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    config = parse_args(argv)
+    assert (config.namespaces, config.log_level, config.liveness_port) == (namespaces, level, port)
+
+
+def test_cli_tuning_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PJ_POD_BACKOFF_BASE_SECONDS", "0.5")
+    monkeypatch.setenv("PJ_SYNC_BATCH_SECONDS", "0")
+    config = parse_args([])
+    assert config.controller.core.backoff_base_seconds == 0.5
+    assert config.controller.core.backoff_max_seconds == 360
+    assert config.controller.sync_batch_seconds == 0
+
+
+@pytest.mark.parametrize("argv", [["--log-level", "loud"], ["--liveness-port", "x"]])
+def test_cli_rejects_bad_options(argv: list[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2
+
+
+def test_cli_rejects_bad_tuning(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PJ_POD_BACKOFF_BASE_SECONDS", "soon")
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert "PJ_POD_BACKOFF_BASE_SECONDS must be a number of seconds" in capsys.readouterr().err
