@@ -1,0 +1,121 @@
+"""Rejected pod templates, suspend/resume, activeDeadlineSeconds, ttlSecondsAfterFinished
+and restartPolicy OnFailure, on real pods."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.wait import wait_until
+
+from .conftest import Operator
+from .support import Kubectl, busybox_template, held, is_active, kubectl, phase
+
+pytestmark = [pytest.mark.realnode]
+
+
+def _events(k: Kubectl, name: str, reason: str) -> list[str]:
+    items = k.json("get", "events", "--field-selector", f"involvedObject.name={name}")["items"]
+    return [e["message"] for e in items if e.get("reason") == reason]
+
+
+def test_a_rejected_pod_template_is_reported_and_retried(operator: Operator, k: Kubectl) -> None:
+    name = "no-image"
+    template = busybox_template("true")
+    del template["spec"]["containers"][0]["image"]
+    k.create_pj(name, template, completions=1, parallelism=1)
+
+    def reported() -> dict[str, str] | None:
+        cond = k.condition(name, "PodCreationFailed")
+        return cond if cond and cond.get("status") == "True" else None
+
+    cond = wait_until(reported, timeout=30, what="the PodCreationFailed condition")
+    assert cond["reason"] == "FailedCreate"
+    assert "spec.containers[0].image: Required value" in cond["message"]
+    messages = wait_until(lambda: _events(k, name, "FailedCreate"), timeout=30, what="an event")
+    assert messages[0].startswith("Error creating: ") and "Required value" in messages[0]
+    assert operator.running and k.pods(name) == []
+    # Fixing the template lets the retry through.
+    k.patch_pj(name, {"spec": {"template": busybox_template("true")}})
+    wait_until(lambda: k.finished(name), timeout=90, what=f"{name} done after the fix")
+    assert k.finished(name) == "Complete"
+    cond = k.condition(name, "PodCreationFailed")
+    assert cond is not None and cond["status"] == "False"
+
+
+def test_suspend_deletes_pods_without_failures_and_resume_restarts(
+    operator: Operator, k: Kubectl
+) -> None:
+    name = "pausable"
+    k.create_pj(
+        name,
+        busybox_template("sleep 4"),
+        completions=2,
+        parallelism=2,
+        suspend=True,
+        backoffLimit=0,
+    )
+    wait_until(lambda: k.row(name).status == "Suspended", timeout=30, what="Suspended")
+    assert k.pods(name) == [] and "startTime" not in k.status(name)
+    k.patch_pj(name, {"spec": {"suspend": False}})
+    wait_until(lambda: sum(is_active(p) for p in k.pods(name)) == 2, timeout=30, what="2 pods")
+    k.patch_pj(name, {"spec": {"suspend": True}})
+    wait_until(lambda: k.row(name).status == "Suspended", timeout=30, what="Suspended again")
+    wait_until(lambda: not any(is_active(p) for p in k.pods(name)), timeout=30, what="pods gone")
+    assert k.status(name).get("failed", 0) == 0
+    k.patch_pj(name, {"spec": {"suspend": False}})
+    wait_until(lambda: k.finished(name), timeout=90, what=f"{name} done")
+    status = k.status(name)
+    assert k.finished(name) == "Complete" and (status["succeeded"], status["failed"]) == (2, 0)
+    assert {"Suspended", "Resumed"} <= {
+        e["reason"]
+        for e in k.json("get", "events", "--field-selector", f"involvedObject.name={name}")["items"]
+    }
+
+
+def test_active_deadline_fails_the_job_and_deletes_its_pods(operator: Operator, k: Kubectl) -> None:
+    name = "deadline"
+    k.create_pj(
+        name, busybox_template("sleep 60"), completions=2, parallelism=2, activeDeadlineSeconds=3
+    )
+    wait_until(lambda: k.finished(name), timeout=60, what=f"{name} to fail")
+    cond = k.condition(name, "Failed")
+    assert cond is not None and cond["reason"] == "DeadlineExceeded"
+    assert cond["message"] == "Job was active longer than specified deadline"
+    pods = k.pods(name)
+    assert not any(is_active(p) for p in pods) and held(pods) == []
+    assert k.status(name)["failed"] == 2
+    assert k.row(name).status == "Failed"
+
+
+def test_ttl_after_finished_deletes_the_job_and_its_pods(operator: Operator, k: Kubectl) -> None:
+    name = "short-lived"
+    k.create_pj(
+        name, busybox_template("true"), completions=1, parallelism=1, ttlSecondsAfterFinished=2
+    )
+
+    def gone() -> bool:
+        result = kubectl("-n", k.ns, "get", "pj", name, check=False)
+        return result.returncode != 0 and "NotFound" in result.stderr
+
+    wait_until(gone, timeout=90, what=f"{name} deleted by its TTL")
+    wait_until(lambda: k.pods(name) == [], timeout=60, what="its pods deleted")
+
+
+def test_on_failure_container_restarts_count_against_the_backoff_limit(
+    operator: Operator, k: Kubectl
+) -> None:
+    name = "restarts"
+    template = busybox_template("exit 1", restart_policy="OnFailure")
+    k.create_pj(name, template, completions=1, parallelism=1, backoffLimit=1)
+    wait_until(lambda: k.finished(name), timeout=120, what=f"{name} to fail")
+    cond = k.condition(name, "Failed")
+    assert cond is not None and cond["reason"] == "BackoffLimitExceeded"
+    pods = k.pods(name)
+    assert len(pods) == 1, "OnFailure restarts in place: one pod"
+    assert held(pods) == [] and phase(pods[0]) in ("Running", "Pending", "Failed", "Succeeded")
+    assert k.status(name)["failed"] == 1
+    assert (
+        json.dumps(k.status(name)["uncountedTerminatedPods"]) == '{"failed": [], "succeeded": []}'
+    )
