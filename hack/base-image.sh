@@ -74,4 +74,8 @@ log "base image: importing $TARBALL as $IMAGE"
   --change 'ENV LANG=C.UTF-8' \
   --change 'CMD ["python3"]' \
   "$TARBALL" "$IMAGE" >/dev/null
+# Base images of earlier inputs are no use any more.
+"$DOCKER_CLI" images --format '{{.Repository}}:{{.Tag}}' paralleljob-base | grep -vx "$IMAGE" \
+  | xargs -r "$DOCKER_CLI" rmi >/dev/null 2>&1 || true
+find "$CACHE" -maxdepth 1 -name "$SUITE-python3-*.tar.gz" ! -name "$(basename "$TARBALL")" -delete
 echo "$IMAGE"

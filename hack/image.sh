@@ -53,6 +53,9 @@ id=$("$DOCKER" image inspect -f '{{.Id}}' "$IMAGE_NAME:dev")
 tag=${id#sha256:}
 tag=${tag:0:12}
 "$DOCKER" tag "$IMAGE_NAME:dev" "$IMAGE_NAME:$tag"
+# Earlier builds' content tags would pile up in the engine: drop them.
+"$DOCKER" images --format '{{.Repository}}:{{.Tag}}' "$IMAGE_NAME" \
+  | grep -E ":[0-9a-f]{12}$" | grep -vx "$IMAGE_NAME:$tag" | xargs -r "$DOCKER" rmi >/dev/null 2>&1 || true
 size=$("$DOCKER" image inspect -f '{{.Size}}' "$IMAGE_NAME:dev")
 log "image: $IMAGE_NAME:$tag ($((size / 1000000)) MB) built in $((SECONDS - start))s"
 echo "$IMAGE_NAME:$tag"
