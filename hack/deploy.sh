@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Installs the operator in a cluster from its image and manifests/.
 #
-#   hack/deploy.sh kind    the user's path (make deploy): creates the kind
-#                          cluster $KIND_CLUSTER_NAME if missing, builds the
-#                          image with docker, `kind load docker-image`
+#   hack/deploy.sh kind    the user's path (make deploy): the kind cluster of
+#                          the current context, else $KIND_CLUSTER_NAME
+#                          (default paralleljob, created if missing); builds
+#                          the image with docker, `kind load docker-image`
 #   hack/deploy.sh local   the local cluster (make deploy-local): Debian's
 #                          docker engine (started if none runs), the same
 #                          Dockerfile on a Debian-assembled base image, the
@@ -12,8 +13,8 @@
 # Both then apply the same manifests (kubectl apply -k) with the image tag
 # and configuration set by a throwaway overlay, and wait for the rollout.
 # Configuration (environment): PJ_WATCH_NAMESPACES (comma list, empty: all),
-# PJ_LOG_LEVEL; unset keeps manifests/config.env. KIND_CLUSTER_NAME (default
-# paralleljob). PJ_IMAGE skips the build and deploys that image as is.
+# PJ_LOG_LEVEL; unset keeps manifests/config.env. KIND_CLUSTER_NAME (see
+# above). PJ_IMAGE skips the build and deploys that image as is.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/kube-target.sh"
 

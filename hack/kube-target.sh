@@ -1,14 +1,17 @@
 # Which cluster a deploy/undeploy/demo script talks to. Source it after lib.sh.
 #
 #   use_cluster local   the local cluster: .cluster/kubeconfig
-#   use_cluster kind    the kind cluster $KIND_CLUSTER_NAME, through the user's
-#                       own kubeconfig (PJ_USER_KUBECONFIG, else kubectl's
-#                       default), never the local cluster's file
+#   use_cluster kind    a kind cluster, through the user's own kubeconfig
+#                       (PJ_USER_KUBECONFIG, else kubectl's default), never the
+#                       local cluster's file: $KIND_CLUSTER_NAME if set, else
+#                       the one the current context points at (kind-NAME),
+#                       else "paralleljob"
 #   use_cluster auto    local if it exists, else kind if that cluster exists
 #
 # Afterwards `kubectl` in the script means that cluster.
 
 LOCAL_KUBECONFIG=$REPO_ROOT/.cluster/kubeconfig
+KIND_CLUSTER_NAME_SET=${KIND_CLUSTER_NAME:+1}
 KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-paralleljob}
 PJ_SYSTEM_NAMESPACE=paralleljob-system
 KUBE_CONTEXT=
@@ -30,6 +33,13 @@ use_cluster() {
         unset KUBECONFIG
       fi
       KUBE_TARGET=kind
+      if [ -z "$KIND_CLUSTER_NAME_SET" ] && command -v kind >/dev/null 2>&1; then
+        local current
+        current=$(command kubectl config current-context 2>/dev/null || true)
+        if [[ $current == kind-* ]] && kind get clusters 2>/dev/null | grep -qx "${current#kind-}"; then
+          KIND_CLUSTER_NAME=${current#kind-}
+        fi
+      fi
       KUBE_CONTEXT=kind-$KIND_CLUSTER_NAME ;;
     auto)
       if [ -n "${PJ_USER_KUBECONFIG:-}" ]; then
