@@ -25,9 +25,9 @@ start=$SECONDS
 # 1. Tools and cluster.
 if [ "$mode" = kind ]; then
   missing=0
-  command -v docker >/dev/null 2>&1 || { missing=1; echo "error: 'docker' is missing: install Docker Engine or Docker Desktop, https://docs.docker.com/engine/install/" >&2; }
-  command -v kind >/dev/null 2>&1 || { missing=1; echo "error: 'kind' is missing: go install sigs.k8s.io/kind@v0.33.0 (or see https://kind.sigs.k8s.io/docs/user/quick-start/#installation)" >&2; }
-  command -v kubectl >/dev/null 2>&1 || { missing=1; echo "error: 'kubectl' is missing: see https://kubernetes.io/docs/tasks/tools/ (or run make build, which builds the pinned one)" >&2; }
+  type -P docker >/dev/null || { missing=1; echo "error: 'docker' is missing: install Docker Engine or Docker Desktop, https://docs.docker.com/engine/install/" >&2; }
+  type -P kind >/dev/null || { missing=1; echo "error: 'kind' is missing: go install sigs.k8s.io/kind@v0.33.0 (or see https://kind.sigs.k8s.io/docs/user/quick-start/#installation)" >&2; }
+  type -P kubectl >/dev/null || { missing=1; echo "error: 'kubectl' is missing: see https://kubernetes.io/docs/tasks/tools/ (or run make build, which builds the pinned one)" >&2; }
   [ $missing = 0 ] || exit 1
   use_cluster kind
   docker info >/dev/null 2>&1 || die "docker is installed but its engine does not answer (is the Docker daemon running? may this user use it?)"
@@ -36,7 +36,7 @@ if [ "$mode" = kind ]; then
     kind create cluster --name "$KIND_CLUSTER_NAME" --wait 120s
   fi
 else
-  require_cmd kubectl "run make build (builds the pinned kubectl into $CACHE_DIR)"
+  type -P kubectl >/dev/null || die "'kubectl' is missing: run make build (builds the pinned kubectl into $CACHE_DIR)"
   [ -s "$LOCAL_KUBECONFIG" ] || die "no local cluster ($LOCAL_KUBECONFIG missing): run make cluster first"
   use_cluster local
 fi

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from .conftest import CRD, DEPLOYMENT, REPO, SYSTEM_NAMESPACE, Kubectl
@@ -53,7 +55,8 @@ def test_examples_kustomization_passes_server_side_dry_run(
 
 
 def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
-    """Last in this module on purpose: it takes the operator away and brings it back."""
+    """Last in this module on purpose: it takes the operator away and brings it back
+    (after a deploy with a bad configuration, which must fail loudly and fast)."""
     deployed.make("undeploy")
     assert deployed.run("get", "namespace", SYSTEM_NAMESPACE, check=False).returncode != 0
     assert deployed.run("get", "crd", CRD, check=False).returncode != 0
@@ -63,6 +66,17 @@ def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
         deployed.run("get", "clusterrolebinding", "paralleljob-operator", check=False).returncode
         != 0
     )
+
+    # A bad configuration fails the deploy at once, with the operator's one line.
+    bad = subprocess.run(
+        ["make", "-C", str(REPO), "--no-print-directory", "deploy-local"],
+        env=dict(deployed.env, PJ_WATCH_NAMESPACES="no-such-namespace"),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode != 0, bad.stdout + bad.stderr
+    assert "namespace 'no-such-namespace' does not exist" in bad.stderr, bad.stderr
 
     deployed.make("deploy-local")
     deploy = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)

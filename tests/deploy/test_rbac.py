@@ -6,6 +6,8 @@ import re
 
 import pytest
 
+from tests.support.wait import wait_until
+
 from .conftest import REPO, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
 
 pytestmark = [pytest.mark.cluster, pytest.mark.localcluster]
@@ -78,7 +80,17 @@ def test_users_get_parallel_jobs_through_aggregation(deployed: Kubectl) -> None:
         ("edit", ["create", "delete", "patch"], []),
         ("view", ["get", "list", "watch"], ["create", "delete", "patch"]),
     ):
-        rules = deployed.json("get", "clusterrole", role)["rules"]
-        pj = {v for r in rules if "paralleljobs" in r.get("resources", []) for v in r["verbs"]}
-        assert set(verbs) <= pj, (role, pj)
+
+        def verbs_of(role: str = role) -> set[str]:
+            rules = deployed.json("get", "clusterrole", role).get("rules") or []
+            return {
+                v for r in rules if "paralleljobs" in r.get("resources", []) for v in r["verbs"]
+            }
+
+        # The aggregation controller fills the built-in roles asynchronously.
+        pj = wait_until(
+            lambda verbs=verbs, verbs_of=verbs_of: verbs_of() if set(verbs) <= verbs_of() else None,
+            timeout=30,
+            what=f"ParallelJob rules aggregated into {role}",
+        )
         assert not set(not_verbs) & pj, (role, pj)
