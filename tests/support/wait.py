@@ -32,5 +32,7 @@ def wait_until(
         if last:
             return last
         if time.monotonic() >= deadline:
-            raise ConditionTimeout(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
+            raise ConditionTimeout(
+                f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}"
+            )
         time.sleep(interval)
