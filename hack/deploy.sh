@@ -109,8 +109,9 @@ until kubectl -n "$ns" rollout status deployment/paralleljob-operator --timeout=
     kubectl -n "$ns" get pods -o wide >&2 || true
     [ -z "$stuck" ] || kubectl -n "$ns" describe pod "$stuck" | sed -n '/^Events:/,$p' | tail -n 8 >&2 || true
     echo "--- operator log:" >&2
-    kubectl -n "$ns" logs "${stuck:-deployment/paralleljob-operator}" --tail=20 >&2 2>/dev/null \
-      || kubectl -n "$ns" logs "${stuck:-deployment/paralleljob-operator}" --previous --tail=20 >&2 || true
+    # The run that crashed (--previous) says why; without a restart, the current one.
+    kubectl -n "$ns" logs "${stuck:-deployment/paralleljob-operator}" --previous --tail=20 >&2 2>/dev/null \
+      || kubectl -n "$ns" logs "${stuck:-deployment/paralleljob-operator}" --tail=20 >&2 || true
     die "the operator did not roll out${stuck:+: pod $stuck is failing}"
   fi
 done

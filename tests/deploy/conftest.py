@@ -25,6 +25,10 @@ SYSTEM_NAMESPACE = "paralleljob-system"
 SERVICE_ACCOUNT = "paralleljob-operator"
 DEPLOYMENT = "paralleljob-operator"
 CRD = "paralleljobs.paralleljob.dev"
+# The operator deployed by these tests watches only this namespace, so that it
+# never acts on another test's ParallelJobs, even if a session dies before its
+# teardown. (The default, all namespaces, is what `make demo` runs.)
+WATCHED = "pj-deploy-test"
 
 
 def _versions() -> dict[str, str]:
@@ -79,11 +83,13 @@ class Kubectl:
     def json(self, *args: str) -> Any:
         return json.loads(self.run(*args, "-o", "json").stdout)
 
-    def make(self, target: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    def make(
+        self, target: str, timeout: float = 900, **env: str
+    ) -> subprocess.CompletedProcess[str]:
         """Runs a make target the way a user does, against this cluster."""
         proc = subprocess.run(
             ["make", "-C", str(REPO), "--no-print-directory", target],
-            env=self.env,
+            env=dict(self.env, **env),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -97,6 +103,11 @@ def kubectl(kubeconfig: Any) -> Kubectl:
     return Kubectl(kubeconfig=str(kubeconfig), binary=kubectl_binary())
 
 
+def deploy_local(kubectl: Kubectl) -> None:
+    """`make deploy-local`, the operator watching WATCHED only."""
+    kubectl.make("deploy-local", PJ_WATCH_NAMESPACES=WATCHED)
+
+
 # Package scope: torn down as soon as the last test of tests/deploy is done,
 # before any other directory's tests (which run operators of their own).
 @pytest.fixture(scope="package")
@@ -105,12 +116,21 @@ def deployed(kubectl: Kubectl) -> Iterator[Kubectl]:
     crd_preinstalled = kubectl.run("get", "crd", CRD, check=False).returncode == 0
     dockerd = str(REPO / "hack" / "dockerd.sh")
     engine_was_running = subprocess.run([dockerd, "status"], capture_output=True).returncode == 0
-    kubectl.make("deploy-local")
+    if kubectl.run("get", "namespace", WATCHED, check=False).returncode != 0:
+        kubectl.run("create", "namespace", WATCHED)
+    deploy_local(kubectl)
     yield kubectl
-    if not engine_was_running:
-        # The engine this session started goes too; its data root (the layer
-        # cache) stays for the next build.
-        subprocess.run([dockerd, "stop"], capture_output=True, timeout=120, check=False)
+    # Its ParallelJobs go while the operator still runs (it holds their finalizers).
+    kubectl.run(
+        "-n",
+        WATCHED,
+        "delete",
+        "paralleljobs.paralleljob.dev",
+        "--all",
+        "--wait",
+        "--timeout=60s",
+        check=False,
+    )
     env = dict(kubectl.env, PJ_CLUSTER="local")
     if crd_preinstalled:
         env["PJ_UNDEPLOY_KEEP_CRD"] = "1"
@@ -122,3 +142,14 @@ def deployed(kubectl: Kubectl) -> Iterator[Kubectl]:
         timeout=600,
         check=False,
     )
+    kubectl.run("delete", "namespace", WATCHED, "--wait=false", "--ignore-not-found", check=False)
+    if not engine_was_running:
+        # The engine this session started goes too; its data root (the layer
+        # cache) stays for the next build.
+        subprocess.run([dockerd, "stop"], capture_output=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def watched(deployed: Kubectl) -> str:
+    """The namespace the deployed operator watches."""
+    return WATCHED

@@ -65,8 +65,10 @@ def test_operator_runs_from_its_image(deployed: Kubectl) -> None:
     assert status["restartCount"] == 0, "the operator restarted: liveness failing or crashing"
 
 
-def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, namespace: str) -> None:
+def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, watched: str) -> None:
+    namespace = watched
     name = "in-cluster"
+    deployed.run("-n", namespace, "delete", "pj", name, "--ignore-not-found", "--wait")
     deployed.run("-n", namespace, "apply", "-f", "-", input=json.dumps(_parallel_job(name)))
 
     def complete() -> dict[str, Any] | None:
@@ -157,3 +159,16 @@ def test_operator_pod_is_admitted_under_restricted(deployed: Kubectl, namespace:
         check=False,
     )
     assert refused.returncode != 0 and "PodSecurity" in refused.stderr, refused.stderr
+
+
+def test_least_privilege_is_enough(deployed: Kubectl, watched: str) -> None:
+    """After real work (and kopf's namespace/CRD scanning), nothing was refused."""
+    logs = deployed.run(
+        "-n", SYSTEM_NAMESPACE, "logs", f"deployment/{DEPLOYMENT}", "--tail=-1"
+    ).stdout
+    refused = [
+        line
+        for line in logs.splitlines()
+        if "forbidden" in line.lower() or "Not enough permissions" in line
+    ]
+    assert not refused, "\n".join(refused)

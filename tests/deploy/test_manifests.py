@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from .conftest import CRD, DEPLOYMENT, REPO, SYSTEM_NAMESPACE, Kubectl
+from .conftest import CRD, DEPLOYMENT, REPO, SYSTEM_NAMESPACE, WATCHED, Kubectl, deploy_local
 
 pytestmark = [pytest.mark.cluster, pytest.mark.localcluster]
 
@@ -70,7 +70,7 @@ def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
     # A bad configuration fails the deploy at once, with the operator's one line.
     bad = subprocess.run(
         ["make", "-C", str(REPO), "--no-print-directory", "deploy-local"],
-        env=dict(deployed.env, PJ_WATCH_NAMESPACES="no-such-namespace"),
+        env=dict(deployed.env, PJ_WATCH_NAMESPACES=f"{WATCHED},no-such-namespace"),
         capture_output=True,
         text=True,
         timeout=300,
@@ -78,7 +78,7 @@ def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
     assert bad.returncode != 0, bad.stdout + bad.stderr
     assert "namespace 'no-such-namespace' does not exist" in bad.stderr, bad.stderr
 
-    deployed.make("deploy-local")
+    deploy_local(deployed)
     deploy = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)
     assert deploy["status"].get("availableReplicas") == 1
     deployed.run("get", "crd", CRD)
