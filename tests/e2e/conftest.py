@@ -120,7 +120,7 @@ class Operator:
             path = self.log_dir / f"operator-{i}.log"
             if path.exists():
                 parts.append(
-                    f"--- operator run {i} ---\n{path.read_text(errors='replace')[-20000:]}"
+                    f"--- operator run {i} ---\n{path.read_text(errors='replace')[-200000:]}"
                 )
         return "\n".join(parts)
 
@@ -133,9 +133,9 @@ def operator_env(**extra: str) -> dict[str, str]:
 
 
 @pytest.fixture
-def operator_settings() -> dict[str, str]:
-    """Environment for the operator; tests override it with indirect parametrisation."""
-    return {}
+def operator_settings(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Environment for the operator; tests set it with indirect parametrisation."""
+    return dict(getattr(request, "param", {}))
 
 
 @pytest.fixture
