@@ -187,6 +187,12 @@ class PodWatch:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
     _ready: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """The pods as the watch last saw them (safe to call from the test thread)."""
+        with self._lock:
+            return list(self.pods.values())
 
     def __enter__(self) -> PodWatch:
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -235,6 +241,10 @@ class PodWatch:
                 return
 
     def _apply(self, type_: str, pod: dict[str, Any]) -> None:
+        with self._lock:
+            self._apply_locked(type_, pod)
+
+    def _apply_locked(self, type_: str, pod: dict[str, Any]) -> None:
         uid = pod["metadata"]["uid"]
         if type_ == "DELETED":
             self.pods.pop(uid, None)

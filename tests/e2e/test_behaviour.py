@@ -172,7 +172,7 @@ def test_sigkill_during_a_run_keeps_counts_exact(
         for threshold in (2, 5, 8, 11, 14):
 
             def finished_pods(n: int = threshold) -> bool:
-                done = [p for p in watch.pods.values() if phase(p) in ("Succeeded", "Failed")]
+                done = [p for p in watch.snapshot() if phase(p) in ("Succeeded", "Failed")]
                 return len(done) >= n or k.finished(name) is not None
 
             wait_until(finished_pods, timeout=120, what=f"{threshold} finished pods")

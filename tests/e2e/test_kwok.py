@@ -84,7 +84,7 @@ def test_sigkill_at_scale_keeps_counts_exact(operator: Operator, k: Kubectl, cor
         for threshold in (40, 100, 160, 220):
 
             def finished_pods(n: int = threshold) -> bool:
-                done = [p for p in watch.pods.values() if phase(p) == "Succeeded"]
+                done = [p for p in watch.snapshot() if phase(p) == "Succeeded"]
                 return len(done) >= n or k.finished(name) is not None
 
             wait_until(finished_pods, timeout=240, what=f"{threshold} finished pods")
