@@ -108,17 +108,41 @@ def deploy_local(kubectl: Kubectl) -> None:
     kubectl.make("deploy-local", PJ_WATCH_NAMESPACES=WATCHED)
 
 
+def _kind_cluster_name(kubectl: Kubectl) -> str | None:
+    context = kubectl.run("config", "current-context", check=False).stdout.strip()
+    return context.removeprefix("kind-") if context.startswith("kind-") else None
+
+
 # Package scope: torn down as soon as the last test of tests/deploy is done,
 # before any other directory's tests (which run operators of their own).
 @pytest.fixture(scope="package")
-def deployed(kubectl: Kubectl) -> Iterator[Kubectl]:
-    """The operator running in-cluster from its image (make deploy-local)."""
+def deployed(kubectl: Kubectl, is_local_cluster: bool) -> Iterator[Kubectl]:
+    """The operator running in-cluster from its image: `make deploy-local` on the local
+    cluster, `hack/deploy.sh kind` (what `make deploy` runs) on a kind cluster."""
+    kind = None if is_local_cluster else _kind_cluster_name(kubectl)
+    if not is_local_cluster and kind is None:
+        pytest.skip("in-cluster deploy tests need the local cluster or a kind cluster")
     crd_preinstalled = kubectl.run("get", "crd", CRD, check=False).returncode == 0
     dockerd = str(REPO / "hack" / "dockerd.sh")
     engine_was_running = subprocess.run([dockerd, "status"], capture_output=True).returncode == 0
     if kubectl.run("get", "namespace", WATCHED, check=False).returncode != 0:
         kubectl.run("create", "namespace", WATCHED)
-    deploy_local(kubectl)
+    if kind is None:
+        deploy_local(kubectl)
+    else:
+        proc = subprocess.run(
+            [str(REPO / "hack" / "deploy.sh"), "kind"],
+            env=dict(
+                kubectl.env,
+                PJ_USER_KUBECONFIG=kubectl.kubeconfig,
+                KIND_CLUSTER_NAME=kind,
+                PJ_WATCH_NAMESPACES=WATCHED,
+            ),
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        assert proc.returncode == 0, f"hack/deploy.sh kind failed:\n{proc.stderr}"
     yield kubectl
     # Its ParallelJobs go while the operator still runs (it holds their finalizers).
     kubectl.run(
@@ -131,11 +155,11 @@ def deployed(kubectl: Kubectl) -> Iterator[Kubectl]:
         "--timeout=60s",
         check=False,
     )
-    env = dict(kubectl.env, PJ_CLUSTER="local")
+    env = dict(kubectl.env, PJ_USER_KUBECONFIG=kubectl.kubeconfig)
     if crd_preinstalled:
         env["PJ_UNDEPLOY_KEEP_CRD"] = "1"
     subprocess.run(
-        [str(REPO / "hack" / "undeploy.sh"), "local"],
+        [str(REPO / "hack" / "undeploy.sh")],
         env=env,
         capture_output=True,
         text=True,

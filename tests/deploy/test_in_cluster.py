@@ -13,7 +13,7 @@ from tests.support.wait import wait_until
 
 from .conftest import DEPLOYMENT, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
 
-pytestmark = [pytest.mark.cluster, pytest.mark.localcluster]
+pytestmark = [pytest.mark.cluster]
 
 
 def _parallel_job(name: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ import pytest
 
 from .conftest import CRD, DEPLOYMENT, REPO, SYSTEM_NAMESPACE, WATCHED, Kubectl, deploy_local
 
-pytestmark = [pytest.mark.cluster, pytest.mark.localcluster]
+pytestmark = [pytest.mark.cluster]
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
 
@@ -54,6 +54,7 @@ def test_examples_kustomization_passes_server_side_dry_run(
     assert out.stdout.count("paralleljob.paralleljob.dev/") == 4, out.stdout
 
 
+@pytest.mark.localcluster
 def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
     """Last in this module on purpose: it takes the operator away and brings it back
     (after a deploy with a bad configuration, which must fail loudly and fast)."""

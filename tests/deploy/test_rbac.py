@@ -10,7 +10,7 @@ from tests.support.wait import wait_until
 
 from .conftest import REPO, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
 
-pytestmark = [pytest.mark.cluster, pytest.mark.localcluster]
+pytestmark = [pytest.mark.cluster]
 
 OPERATOR = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{SERVICE_ACCOUNT}"
 Rule = tuple[str, str]  # ("pods" | "paralleljobs.paralleljob.dev/status", verb)
