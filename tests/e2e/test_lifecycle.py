@@ -119,3 +119,19 @@ def test_on_failure_container_restarts_count_against_the_backoff_limit(
     assert (
         json.dumps(k.status(name)["uncountedTerminatedPods"]) == '{"failed": [], "succeeded": []}'
     )
+
+
+def test_unset_completions_and_parallelism_default_to_1_as_for_a_job(
+    operator: Operator, k: Kubectl
+) -> None:
+    name = "defaults"
+    k.create_pj(name, busybox_template("true"))
+    wait_until(lambda: k.finished(name), timeout=60, what=f"{name} done")
+    spec = k.pj(name)["spec"]
+    assert (spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (1, 1, 6)
+    assert spec["suspend"] is False
+    row = k.row(name)
+    assert (row.status, row.completions) == ("Complete", "1/1")
+    # completions was defaulted, so it is now as immutable as a set one.
+    refused = k.patch_pj(name, {"spec": {"completions": 2}}, check=False)
+    assert refused.returncode != 0 and "immutable" in refused.stderr
