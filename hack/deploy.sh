@@ -101,10 +101,14 @@ kubectl wait --for=condition=Established --timeout=60s crd/paralleljobs.parallel
 # 5. Rollout. A pod that crashes (bad configuration: it prints one line and
 # exits 1) or cannot get its image fails the deploy at once, with its log.
 ns=$PJ_SYSTEM_NAMESPACE
+# A pod left crash-looping by an earlier deploy of the same spec would stay in
+# its back-off: replace it, so that this deploy's configuration is what is judged.
+kubectl -n "$ns" get pods -l app.kubernetes.io/component=operator -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.status.containerStatuses[0].restartCount}{"\t"}{.status.containerStatuses[0].ready}{"\n"}{end}' 2>/dev/null \
+  | awk -F'\t' '$2 > 0 && $3 != "true" {print $1}' | xargs -r kubectl -n "$ns" delete pod --wait=false >&2
 deadline=$((SECONDS + ${PJ_ROLLOUT_TIMEOUT:-180}))
 until kubectl -n "$ns" rollout status deployment/paralleljob-operator --timeout=5s >/dev/null 2>&1; do
-  stuck=$(kubectl -n "$ns" get pods -l app.kubernetes.io/component=operator -o jsonpath='{range .items[*]}{.metadata.name}{" "}{.spec.containers[0].image}{" "}{.status.containerStatuses[0].restartCount}{" "}{.status.containerStatuses[0].state.waiting.reason}{"\n"}{end}' 2>/dev/null \
-    | awk -v img="$image" '$2 ~ img"$" && ($3 > 0 || $4 ~ /ErrImage|ImagePull|CreateContainer|InvalidImage/) {print $1; exit}')
+  stuck=$(kubectl -n "$ns" get pods -l app.kubernetes.io/component=operator -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.spec.containers[0].image}{"\t"}{.status.containerStatuses[0].restartCount}{"\t"}{.status.containerStatuses[0].state.waiting.reason}{"\t"}{.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null \
+    | awk -F'\t' -v img="$image" '$2 == img && $5 == "" && ($3 > 0 || $4 ~ /ErrImage|ImagePull|CreateContainer|InvalidImage/) {print $1; exit}')
   if [ -n "$stuck" ] || [ $SECONDS -ge $deadline ]; then
     kubectl -n "$ns" get pods -o wide >&2 || true
     [ -z "$stuck" ] || kubectl -n "$ns" describe pod "$stuck" | sed -n '/^Events:/,$p' | tail -n 8 >&2 || true
