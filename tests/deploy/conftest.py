@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.wait import wait_until
+
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM_NAMESPACE = "paralleljob-system"
 SERVICE_ACCOUNT = "paralleljob-operator"
@@ -108,6 +110,20 @@ def deploy_local(kubectl: Kubectl) -> None:
     kubectl.make("deploy-local", PJ_WATCH_NAMESPACES=WATCHED)
 
 
+def _fresh_watched_namespace(kubectl: Kubectl) -> None:
+    """WATCHED exists and is not on its way out (an earlier session deletes it)."""
+
+    def phase() -> str:
+        got = kubectl.run(
+            "get", "namespace", WATCHED, "-o", "jsonpath={.status.phase}", check=False
+        )
+        return got.stdout.strip() if got.returncode == 0 else "Absent"
+
+    wait_until(lambda: phase() != "Terminating", timeout=120, what=f"namespace {WATCHED} to go")
+    if phase() == "Absent":
+        kubectl.run("create", "namespace", WATCHED)
+
+
 def _kind_cluster_name(kubectl: Kubectl) -> str | None:
     context = kubectl.run("config", "current-context", check=False).stdout.strip()
     return context.removeprefix("kind-") if context.startswith("kind-") else None
@@ -125,8 +141,7 @@ def deployed(kubectl: Kubectl, is_local_cluster: bool) -> Iterator[Kubectl]:
     crd_preinstalled = kubectl.run("get", "crd", CRD, check=False).returncode == 0
     dockerd = str(REPO / "hack" / "dockerd.sh")
     engine_was_running = subprocess.run([dockerd, "status"], capture_output=True).returncode == 0
-    if kubectl.run("get", "namespace", WATCHED, check=False).returncode != 0:
-        kubectl.run("create", "namespace", WATCHED)
+    _fresh_watched_namespace(kubectl)
     if kind is None:
         deploy_local(kubectl)
     else:
