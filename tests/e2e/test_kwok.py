@@ -54,23 +54,24 @@ def test_work_queue_parallelism_50(operator: Operator, k: Kubectl) -> None:
 @pytest.mark.parametrize(
     "operator_settings", [{"PJ_POD_BACKOFF_BASE_SECONDS": "0.1"}], indirect=True
 )
-def test_backoff_limit_with_many_failing_pods(operator: Operator, k: Kubectl) -> None:
+def test_backoff_limit_with_many_failing_pods(operator: Operator, k: Kubectl, core_v1: Any) -> None:
     """Pods fail four at a time; the back-off counts every failure since the last
     success (10 at once would mean 2^9 x base), hence the small base here."""
     name = "failing"
-    k.create_pj(
-        name, kwok_template("1s", exit_code=2), completions=50, parallelism=4, backoffLimit=5
-    )
-    wait_until(lambda: k.finished(name), timeout=120, what=f"{name} to fail")
+    with PodWatch(core_v1, k.ns, name) as watch:
+        k.create_pj(
+            name, kwok_template("1s", exit_code=2), completions=50, parallelism=4, backoffLimit=5
+        )
+        wait_until(lambda: k.finished(name), timeout=120, what=f"{name} to fail")
     assert k.finished(name) == "Failed"
     cond = k.condition(name, "Failed")
     assert cond is not None and cond["reason"] == "BackoffLimitExceeded"
     status = k.status(name)
-    pods = k.pods(name)
-    # Every pod either failed or was deleted when the job failed: each counted once.
-    assert status["failed"] == len(pods) > 5
+    # Every pod ever created either failed or was deleted (and is gone) when the job
+    # failed: each is counted once.
+    assert status["failed"] == len(watch.created) > 5
     assert status["succeeded"] == 0
-    assert held(pods) == []
+    assert held(k.pods(name)) == []
 
 
 @pytest.mark.parametrize(
