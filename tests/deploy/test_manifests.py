@@ -58,28 +58,32 @@ def test_examples_kustomization_passes_server_side_dry_run(
 def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
     """Last in this module on purpose: it takes the operator away and brings it back
     (after a deploy with a bad configuration, which must fail loudly and fast)."""
-    deployed.make("undeploy")
-    assert deployed.run("get", "namespace", SYSTEM_NAMESPACE, check=False).returncode != 0
-    assert deployed.run("get", "crd", CRD, check=False).returncode != 0
-    for role in ("paralleljob-operator", "paralleljob-edit", "paralleljob-view"):
-        assert deployed.run("get", "clusterrole", role, check=False).returncode != 0, role
-    assert (
-        deployed.run("get", "clusterrolebinding", "paralleljob-operator", check=False).returncode
-        != 0
-    )
+    try:
+        deployed.make("undeploy")
+        assert deployed.run("get", "namespace", SYSTEM_NAMESPACE, check=False).returncode != 0
+        assert deployed.run("get", "crd", CRD, check=False).returncode != 0
+        for role in ("paralleljob-operator", "paralleljob-edit", "paralleljob-view"):
+            assert deployed.run("get", "clusterrole", role, check=False).returncode != 0, role
+        assert (
+            deployed.run(
+                "get", "clusterrolebinding", "paralleljob-operator", check=False
+            ).returncode
+            != 0
+        )
 
-    # A bad configuration fails the deploy at once, with the operator's one line.
-    bad = subprocess.run(
-        ["make", "-C", str(REPO), "--no-print-directory", "deploy-local"],
-        env=dict(deployed.env, PJ_WATCH_NAMESPACES=f"{WATCHED},no-such-namespace"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert bad.returncode != 0, bad.stdout + bad.stderr
-    assert "namespace 'no-such-namespace' does not exist" in bad.stderr, bad.stderr
-
-    deploy_local(deployed)
+        # A bad configuration fails the deploy at once, with the operator's one line.
+        bad = subprocess.run(
+            ["make", "-C", str(REPO), "--no-print-directory", "deploy-local"],
+            env=dict(deployed.env, PJ_WATCH_NAMESPACES=f"{WATCHED},no-such-namespace"),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert bad.returncode != 0, bad.stdout + bad.stderr
+        assert "namespace 'no-such-namespace' does not exist" in bad.stderr, bad.stderr
+    finally:
+        # Whatever failed above, the tests after this one need the operator back.
+        deploy_local(deployed)
     deploy = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)
     assert deploy["status"].get("availableReplicas") == 1
     deployed.run("get", "crd", CRD)
