@@ -148,7 +148,7 @@ echo "The cluster is still running. Explore it:"
 if [ "$CLUSTER" = local ]; then
   echo "  export KUBECONFIG=$LOCAL_KUBECONFIG PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:\$PATH"
   echo "  kubectl -n $NS get pj,pods;  kubectl -n $PJ_SYSTEM_NAMESPACE logs deploy/paralleljob-operator"
-  echo "Stop it:  make cluster-down   (the docker engine used for the image: hack/dockerd.sh stop)"
+  echo "Stop it:  make cluster-down   (and the docker engine that built the image: make docker-down)"
 else
   echo "  kubectl --context $KUBE_CONTEXT -n $NS get pj,pods"
   echo "Stop it:  make undeploy   (the whole kind cluster: kind delete cluster --name $KIND_CLUSTER_NAME)"
