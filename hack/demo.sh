@@ -15,11 +15,11 @@ source "$HACK_DIR/kube-target.sh"
 CLUSTER=${DEMO_CLUSTER:-local}
 NS=${DEMO_NAMESPACE:-paralleljob-demo}
 EXAMPLES=manifests/examples
-cd "$REPO_ROOT"
+cd "$REPO_ROOT" || exit 1
 STEP_TIMEOUT=${DEMO_STEP_TIMEOUT:-180}
 start=$SECONDS
 
-if [ -t 1 ]; then B=$'\e[1m' G=$'\e[32m' R=$'\e[31m' D=$'\e[2m' N=$'\e[0m'; else B= G= R= D= N=; fi
+if [ -t 1 ]; then B=$'\e[1m' G=$'\e[32m' R=$'\e[31m' D=$'\e[2m' N=$'\e[0m'; else B='' G='' R='' D='' N=''; fi
 say() { printf '\n%s== %s%s\n' "$B" "$*" "$N"; }
 # Prints a command the way the seed does, then runs it; `kubectl` here means
 # the demo's cluster and, unless told otherwise, the demo namespace.
@@ -63,7 +63,7 @@ pj_column() { pj_column_of "$(kubectl -n "$NS" get pj "$1" 2>/dev/null)" "$2"; }
 # merely their age), until STATUS is Complete or Failed. What is printed is
 # exactly what the change was detected on.
 watch_pj() {
-  local name=$1 last= now pj pods status deadline=$((SECONDS + STEP_TIMEOUT))
+  local name=$1 last='' now pj pods status deadline=$((SECONDS + STEP_TIMEOUT))
   while :; do
     pj=$(kubectl -n "$NS" get pj "$name" 2>&1)
     pods=$(kubectl -n "$NS" get pods -l "app.kubernetes.io/name=$name" 2>&1)

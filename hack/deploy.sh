@@ -46,7 +46,9 @@ kubectl version >/dev/null 2>&1 || die "the $mode cluster does not answer ($(kub
 if [ -n "${PJ_IMAGE:-}" ]; then
   image=$PJ_IMAGE
 else
-  image=$("$HACK_DIR/image.sh" $([ "$mode" = local ] && echo --local))
+  image_args=()
+  [ "$mode" = kind ] || image_args=(--local)
+  image=$("$HACK_DIR/image.sh" "${image_args[@]}")
 fi
 
 # 3. Into the node(s).

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Which cluster a deploy/undeploy/demo script talks to. Source it after lib.sh.
 #
 #   use_cluster local   the local cluster: .cluster/kubeconfig
@@ -13,7 +14,7 @@
 LOCAL_KUBECONFIG=$REPO_ROOT/.cluster/kubeconfig
 KIND_CLUSTER_NAME_SET=${KIND_CLUSTER_NAME:+1}
 KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-paralleljob}
-PJ_SYSTEM_NAMESPACE=paralleljob-system
+export PJ_SYSTEM_NAMESPACE=paralleljob-system
 KUBE_CONTEXT=
 # The pinned kubectl first (as in the Makefile), even before make build made it.
 PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:$PATH
