@@ -15,7 +15,7 @@ export KUBECONFIG
 .PHONY: help prereqs venv build cluster cluster-down run lint unit test
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 prereqs: ## Install the Debian packages the local cluster needs (idempotent)
 	@hack/install-prereqs.sh
@@ -37,7 +37,7 @@ cluster: prereqs build ## Start the local cluster; prints its kubeconfig path
 cluster-down: ## Stop everything the local cluster started
 	@hack/cluster-down.sh
 
-run: venv ## Run the operator locally against $$KUBECONFIG
+run: venv ## Run the operator locally against $KUBECONFIG
 	$(VENV)/bin/paralleljob-operator
 
 lint: venv ## ruff and mypy
