@@ -44,7 +44,7 @@ build_kubernetes() {
     ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
   (
-    cd "$work"
+    cd "$work" || exit 1
     log "kubernetes $KUBERNETES_VERSION: resolving modules"
     go mod tidy -e >/dev/null 2>&1 || true
     go mod download
@@ -56,7 +56,7 @@ build_kubernetes() {
       log "kubernetes $KUBERNETES_VERSION: built $cmd in $((SECONDS - start))s"
     done
   )
-  rm -rf "$out/bin" && mv "$out/bin.tmp" "$out/bin"
+  rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
 }
 
 # Builds a main package of a module that has no usable replace directives of
@@ -68,7 +68,7 @@ build_wrapped() {
   local work=$CACHE_DIR/src/$name-$version start=$SECONDS
   mkdir -p "$work" "$out/bin"
   (
-    cd "$work"
+    cd "$work" || exit 1
     printf 'module paralleljob.dev/hack/%s\n\ngo 1.24.0\n\nrequire %s %s\n' "$name" "$module" "$version" >go.mod
     printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
     log "$name $version: resolving modules"

@@ -1,4 +1,5 @@
 # Shared helpers for the hack/ scripts. Source it; do not run it.
+# shellcheck shell=bash disable=SC2034
 set -euo pipefail
 
 HACK_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,4 +19,54 @@ die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 require_cmd() {
   local cmd=$1 hint=$2
   command -v "$cmd" >/dev/null 2>&1 || die "'$cmd' is missing: $hint"
+}
+
+# apt_install_missing LABEL PACKAGES_ARRAY_NAME
+# Installs the Debian packages of an associative array (package -> why it is
+# needed) that are not installed yet; a second run touches nothing. Without
+# root or apt it fails naming each missing package and why.
+apt_install_missing() {
+  local label=$1
+  local -n why=$2
+  local pkg missing=()
+  for pkg in "${!why[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -eq 0 ]; then
+    log "$label: all Debian packages present"
+    return 0
+  fi
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    {
+      echo "error: $label: missing Debian packages, and installing them needs root and apt-get:"
+      for pkg in "${missing[@]}"; do printf '  %-28s %s\n' "$pkg" "${why[$pkg]}"; done
+      echo "install them as root: apt-get install -y --no-install-recommends ${missing[*]}"
+    } >&2
+    exit 1
+  fi
+  log "$label: installing ${missing[*]}"
+  # Maintainer scripts would start system services (containerd, dockerd,
+  # redis-server) that the project never uses: the project runs its own. The
+  # standard policy-rc.d mechanism forbids that, unless the machine has one.
+  local created_policy=
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+    chmod +x /usr/sbin/policy-rc.d
+    created_policy=1
+  fi
+  local apt=(apt-get -qq -o DPkg::Lock::Timeout=600)
+  local status=0
+  # apt-get update is the slow, network-bound part: only when the lists are
+  # absent, or an install fails on stale lists.
+  if ! ls /var/lib/apt/lists/*_Packages* >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" update || status=$?
+  fi
+  if [ $status -eq 0 ] && ! DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null; then
+    log "$label: install failed, refreshing package lists and retrying"
+    DEBIAN_FRONTEND=noninteractive "${apt[@]}" update &&
+      DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+  fi
+  [ -z "$created_policy" ] || rm -f /usr/sbin/policy-rc.d
+  [ $status -eq 0 ] || die "$label: apt-get failed installing ${missing[*]}"
+  log "$label: installed ${missing[*]}"
 }
