@@ -40,10 +40,11 @@ cluster-down: ## Stop everything the local cluster started
 run: venv ## Run the operator locally against $KUBECONFIG
 	$(VENV)/bin/paralleljob-operator
 
-lint: venv ## ruff and mypy
+lint: prereqs venv ## ruff, mypy and shellcheck
 	$(VENV)/bin/ruff check operator tests
 	$(VENV)/bin/ruff format --check operator tests
 	$(VENV)/bin/mypy
+	shellcheck -S warning hack/*.sh
 
 unit: venv ## Unit tests only (no cluster)
 	$(VENV)/bin/pytest tests/unit

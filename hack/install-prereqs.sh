@@ -22,5 +22,6 @@ declare -A PACKAGES=(
   [curl]="fetching Go module metadata, health probes"
   [ca-certificates]="TLS to the Go module proxy"
   [procps]="process inspection during cleanup"
+  [shellcheck]="lints the hack/ scripts (make lint)"
 )
 apt_install_missing prereqs PACKAGES
