@@ -41,8 +41,8 @@ run: venv ## Run the operator locally against $KUBECONFIG
 	$(VENV)/bin/paralleljob-operator
 
 lint: prereqs venv ## ruff, mypy and shellcheck
-	$(VENV)/bin/ruff check operator tests
-	$(VENV)/bin/ruff format --check operator tests
+	$(VENV)/bin/ruff check operator tests hack
+	$(VENV)/bin/ruff format --check operator tests hack
 	$(VENV)/bin/mypy
 	shellcheck -S warning hack/*.sh
 

@@ -12,7 +12,7 @@ def norm(name: str) -> str:
 
 
 def pins(lines: list[str]) -> dict[str, str]:
-    out = {}
+    out: dict[str, str] = {}
     for line in lines:
         line = line.split("#", 1)[0].strip()
         if "==" in line:
@@ -21,10 +21,12 @@ def pins(lines: list[str]) -> dict[str, str]:
     return out
 
 
-lock = pins(open(sys.argv[1]).read().splitlines())
+with open(sys.argv[1]) as lockfile:
+    lock = pins(lockfile.read().splitlines())
 ignore = {norm(n) for n in sys.argv[2:]}
 installed = pins(sys.stdin.read().splitlines())
 bad = [f"{n}=={v}" for n, v in sorted(installed.items()) if n not in ignore and lock.get(n) != v]
 if bad:
     sys.exit("installed but not pinned by requirements.lock: " + ", ".join(bad))
-print(f"{len(installed) - len(ignore & installed.keys())} distributions, all pinned by requirements.lock")
+checked = len(installed) - len(ignore & installed.keys())
+print(f"{checked} distributions, all pinned by requirements.lock")
