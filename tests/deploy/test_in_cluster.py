@@ -50,7 +50,8 @@ def _operator_pod(kubectl: Kubectl) -> dict[str, Any]:
     assert len(running) == 1, (
         f"expected one running operator pod, got {[p['metadata']['name'] for p in pods]}"
     )
-    return running[0]
+    pod: dict[str, Any] = running[0]
+    return pod
 
 
 def test_operator_runs_from_its_image(deployed: Kubectl) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -40,7 +41,9 @@ def test_manifests_pass_server_side_dry_run(deployed: Kubectl) -> None:
 @pytest.mark.parametrize(
     "example", [p for p in EXAMPLES if p.name != "kustomization.yaml"], ids=lambda p: p.stem
 )
-def test_example_passes_server_side_dry_run(deployed: Kubectl, namespace: str, example) -> None:
+def test_example_passes_server_side_dry_run(
+    deployed: Kubectl, namespace: str, example: Path
+) -> None:
     out = deployed.run("-n", namespace, "apply", "-f", str(example), "--dry-run=server")
     assert "paralleljob.paralleljob.dev/" in out.stdout, out.stdout
 

@@ -81,16 +81,14 @@ def test_users_get_parallel_jobs_through_aggregation(deployed: Kubectl) -> None:
         ("view", ["get", "list", "watch"], ["create", "delete", "patch"]),
     ):
 
-        def verbs_of(role: str = role) -> set[str]:
+        def aggregated(role: str = role, wanted: frozenset[str] = frozenset(verbs)) -> set[str]:
+            """The role's verbs on paralleljobs once they include ``wanted``, else empty."""
             rules = deployed.json("get", "clusterrole", role).get("rules") or []
-            return {
+            granted = {
                 v for r in rules if "paralleljobs" in r.get("resources", []) for v in r["verbs"]
             }
+            return granted if wanted <= granted else set()
 
         # The aggregation controller fills the built-in roles asynchronously.
-        pj = wait_until(
-            lambda verbs=verbs, verbs_of=verbs_of: verbs_of() if set(verbs) <= verbs_of() else None,
-            timeout=30,
-            what=f"ParallelJob rules aggregated into {role}",
-        )
+        pj = wait_until(aggregated, timeout=30, what=f"ParallelJob rules aggregated into {role}")
         assert not set(not_verbs) & pj, (role, pj)
