@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from .backoff import DEFAULT_BASE_SECONDS, DEFAULT_MAX_SECONDS
 from .controller import ControllerConfig
 from .core import CoreConfig
+from .progress import DEFAULT_STALL_SECONDS
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -53,9 +54,13 @@ def controller_config_from_env() -> ControllerConfig:
         backoff_base_seconds=_float_env("PJ_POD_BACKOFF_BASE_SECONDS", DEFAULT_BASE_SECONDS),
         backoff_max_seconds=_float_env("PJ_POD_BACKOFF_MAX_SECONDS", DEFAULT_MAX_SECONDS),
     )
+    stall_seconds = _float_env("PJ_LIVENESS_STALL_SECONDS", DEFAULT_STALL_SECONDS)
+    if stall_seconds <= 0:
+        raise ValueError(f"PJ_LIVENESS_STALL_SECONDS must be positive, got {stall_seconds:g}")
     return ControllerConfig(
         core=core,
         sync_batch_seconds=_float_env("PJ_SYNC_BATCH_SECONDS", 0.1),
+        stall_seconds=stall_seconds,
     )
 
 

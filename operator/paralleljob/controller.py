@@ -35,6 +35,7 @@ from .events import EventRecorder, JobRef
 from .kube import ApiError, Kube
 from .model import JobStatus, PodInfo, parse_job, parse_status, spec_defaults_patch, status_to_dict
 from .pods import build_pod
+from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,8 @@ class ControllerConfig:
     #: Retry delays after a failed API call (upstream's job work queue: 1s .. 1min).
     retry_base_seconds: float = 1.0
     retry_max_seconds: float = 60.0
+    #: The liveness probe fails when a job loop's work has been pending this long.
+    stall_seconds: float = DEFAULT_STALL_SECONDS
 
 
 def _rv(value: object) -> int:
@@ -86,6 +89,14 @@ class JobRuntime:
         self.create_retry_at = 0.0
         self.api_failures = 0
         self.last_written_rv = ""
+        # Progress markers for the liveness probe (monotonic seconds, see progress.py).
+        self.woken_at: float | None = None
+        self.timer_due: float | None = None
+        self.sync_started: float | None = None
+        #: The newest resourceVersion the job watch has shown.
+        self.seen_rv = -1
+        #: The oldest status write (resourceVersion, when) the job watch has not shown.
+        self.unechoed: tuple[int, float] | None = None
 
     @property
     def ref(self) -> JobRef:
@@ -101,6 +112,28 @@ class JobRuntime:
             return True
         return False
 
+    def poke(self) -> None:
+        """Wakes the loop (a pod or job event), remembering since when it has work."""
+        if self.woken_at is None:
+            self.woken_at = time.monotonic()
+        self.wake.set()
+
+    def watched(self, resource_version: object) -> None:
+        """The job watch showed this version: status writes up to it have come back."""
+        rv = _rv(resource_version)
+        self.seen_rv = max(self.seen_rv, rv)
+        if self.unechoed is not None and rv >= self.unechoed[0]:
+            self.unechoed = None
+
+    def wrote(self, before: object, after: object, now: float) -> None:
+        """A status write turned version ``before`` into ``after``: the job watch owes
+        an event of at least ``after`` (unless the write changed nothing, or the watch
+        was quicker than the response)."""
+        rv = _rv(after)
+        if rv <= _rv(before) or rv <= self.seen_rv or self.unechoed is not None:
+            return
+        self.unechoed = (rv, now)
+
     def observe_pod(self, uid: str, *, gone: bool, deleting: bool, has_finalizer: bool) -> None:
         """A pod watch event: settles the expectations it fulfils."""
         self.pending_creates.pop(uid, None)
@@ -109,23 +142,45 @@ class JobRuntime:
         if gone or not has_finalizer:
             self.pending_finalizer_removals.pop(uid, None)
 
-    def expectations(self, pods: Mapping[str, PodInfo], now: float) -> tuple[bool, frozenset[str]]:
-        def expired(since: float) -> bool:
-            return now - since > EXPECTATIONS_TIMEOUT
+    def _unsettled(
+        self, pods: Mapping[str, PodInfo], now: float
+    ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+        """The expectations the cache (``pods``) does not yet settle and that have not
+        timed out: pending creates, deletes and finalizer removals."""
 
-        for uid, since in list(self.pending_creates.items()):
-            if uid in pods or expired(since):
-                del self.pending_creates[uid]
-        for uid, since in list(self.pending_deletes.items()):
-            pod = pods.get(uid)
-            if pod is None or pod.deleting or expired(since):
-                del self.pending_deletes[uid]
-        for uid, since in list(self.pending_finalizer_removals.items()):
-            pod = pods.get(uid)
-            if pod is None or not pod.has_finalizer or expired(since):
-                del self.pending_finalizer_removals[uid]
+        def live(since: float) -> bool:
+            return now - since <= EXPECTATIONS_TIMEOUT
+
+        creates = {u: t for u, t in self.pending_creates.items() if u not in pods and live(t)}
+        deletes = {
+            u: t
+            for u, t in self.pending_deletes.items()
+            if (p := pods.get(u)) is not None and not p.deleting and live(t)
+        }
+        removals = {
+            u: t
+            for u, t in self.pending_finalizer_removals.items()
+            if (p := pods.get(u)) is not None and p.has_finalizer and live(t)
+        }
+        return creates, deletes, removals
+
+    def expectations(self, pods: Mapping[str, PodInfo], now: float) -> tuple[bool, frozenset[str]]:
+        creates, deletes, removals = self._unsettled(pods, now)
+        self.pending_creates, self.pending_deletes = creates, deletes
+        self.pending_finalizer_removals = removals
         satisfied = not self.pending_creates and not self.pending_deletes
         return satisfied, frozenset(self.pending_finalizer_removals)
+
+    def clock(self, pods: Mapping[str, PodInfo], now: float) -> LoopClock:
+        """The loop's pending work, for the liveness probe (changes nothing)."""
+        pending = [t for group in self._unsettled(pods, now) for t in group.values()]
+        return LoopClock(
+            woken_at=self.woken_at,
+            timer_due=self.timer_due,
+            sync_started=self.sync_started,
+            unobserved_since=min(pending, default=None),
+            unechoed_since=self.unechoed[1] if self.unechoed is not None else None,
+        )
 
 
 PodsOf = Callable[[str], Iterable[PodInfo]]
@@ -151,6 +206,7 @@ class Controller:
         try:
             while not stopped:
                 if delay is None or delay > 0:
+                    rt.timer_due = None if delay is None else time.monotonic() + delay
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(rt.wake.wait(), timeout=delay)
                     if stopped:
@@ -158,10 +214,10 @@ class Controller:
                     if rt.wake.is_set() and self.config.sync_batch_seconds > 0:
                         await asyncio.sleep(self.config.sync_batch_seconds)
                 rt.wake.clear()
-                delay = await self.sync_safely(rt, pods_of)
+                delay = await self._timed_sync(rt, pods_of)
             if stopped.reason is not None and stopped.reason & DELETED:
                 # The job is being deleted: release (and count) every pod's finalizer.
-                await self.sync_safely(rt, pods_of)
+                await self._timed_sync(rt, pods_of)
         finally:
             waker.cancel()
             self.jobs.pop(rt.uid, None)
@@ -169,7 +225,24 @@ class Controller:
     @staticmethod
     async def _wake_when_stopped(stopped: Any, rt: JobRuntime) -> None:
         await stopped.wait()
-        rt.wake.set()
+        rt.poke()
+
+    async def _timed_sync(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
+        """sync_safely, with the progress markers the liveness probe reads."""
+        rt.woken_at = rt.timer_due = None
+        rt.sync_started = time.monotonic()
+        try:
+            return await self.sync_safely(rt, pods_of)
+        finally:
+            rt.sync_started = None
+
+    def stalls(self, pods_of: PodsOf, now: float) -> list[Stall]:
+        """The job loops with work pending for longer than ``stall_seconds``."""
+        clocks = {
+            f"{rt.namespace}/{rt.name}": rt.clock({p.uid: p for p in pods_of(rt.uid)}, now)
+            for rt in list(self.jobs.values())
+        }
+        return stalls(clocks, now, self.config.stall_seconds)
 
     async def sync_safely(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
         """One sync; never raises (a failure is logged and retried with back-off)."""
@@ -281,13 +354,10 @@ class Controller:
         wanted = status_to_dict(status)
         if wanted == status_to_dict(parse_status(current)):
             return
-        written = await self._patch(
-            rt,
-            self.kube.patch_job_status,
-            {"status": wanted},
-            rt.body["metadata"].get("resourceVersion"),
-        )
+        before = rt.body["metadata"].get("resourceVersion")
+        written = await self._patch(rt, self.kube.patch_job_status, {"status": wanted}, before)
         rt.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
+        rt.wrote(before, rt.last_written_rv, time.monotonic())
         rt.offer(written)
 
     # -- pods ------------------------------------------------------------------------

@@ -8,6 +8,8 @@
   handlers, so kopf never writes to a pod.
 * ``job_event`` -- a spec change wakes the job's loop immediately.
 * ``job_loop`` -- one daemon per ParallelJob runs its sync loop.
+* ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
+  longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 
 The pod watch is filtered on the server by the label selector
 ``paralleljob.dev/controller-uid`` (settings.watching.label_selectors).
@@ -16,6 +18,8 @@ The pod watch is filtered on the server by the label selector
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from typing import Any
 
 import kopf
@@ -25,6 +29,7 @@ from .controller import Controller
 from .events import EventRecorder
 from .kube import Kube, load_configuration
 from .model import PodInfo, parse_pod
+from .progress import describe
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +47,14 @@ class App:
 def _app(memo: Any) -> App:
     app: App = memo.app
     return app
+
+
+def _pods_of(index: kopf.Index[str, PodInfo]) -> Callable[[str], list[PodInfo]]:
+    def pods_of(uid: str) -> list[PodInfo]:
+        store = index.get(uid)
+        return list(store) if store is not None else []
+
+    return pods_of
 
 
 @kopf.on.startup()
@@ -99,7 +112,7 @@ async def pod_event(
             deleting=meta.get("deletionTimestamp") is not None,
             has_finalizer=has_finalizer,
         )
-        rt.wake.set()
+        rt.poke()
         return
     if has_finalizer and event.get("type") != "DELETED" and job_uid not in jobs:
         await controller.release_orphan(str(meta.get("namespace")), str(meta.get("name")))
@@ -111,8 +124,10 @@ async def job_event(event: kopf.RawEvent, uid: str | None, memo: Any, **_: Any) 
     obj = event.get("object")
     if rt is None or not isinstance(obj, dict):
         return
-    if rt.offer(obj) and obj.get("metadata", {}).get("resourceVersion") != rt.last_written_rv:
-        rt.wake.set()
+    rv = obj.get("metadata", {}).get("resourceVersion")
+    rt.watched(rv)
+    if rt.offer(obj) and rv != rt.last_written_rv:
+        rt.poke()
 
 
 @kopf.daemon(c.GROUP, c.VERSION, c.PLURAL, cancellation_timeout=10.0)
@@ -123,10 +138,18 @@ async def job_loop(
     **kwargs: Any,
 ) -> None:
     pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
-
-    def pods_of(uid: str) -> list[PodInfo]:
-        store = pods_by_job.get(uid)
-        return list(store) if store is not None else []
-
     raw = {key: body[key] for key in body}
-    await _app(memo).controller.run_job(raw, stopped, pods_of)
+    await _app(memo).controller.run_job(raw, stopped, _pods_of(pods_by_job))
+
+
+@kopf.on.probe(id="progress")
+async def progress(memo: Any, **kwargs: Any) -> dict[str, int]:
+    """Fails (so /healthz answers 500) while a job loop is not getting through its work."""
+    app: App | None = getattr(memo, "app", None)
+    if app is None:  # before startup
+        return {"jobs": 0}
+    pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
+    found = app.controller.stalls(_pods_of(pods_by_job), time.monotonic())
+    if found:
+        raise kopf.PermanentError(describe(found))
+    return {"jobs": len(app.controller.jobs)}

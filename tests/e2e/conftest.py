@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,6 +90,15 @@ class Operator:
                 return bool(r.status == 200)
         except OSError:
             return False
+
+    def health(self) -> tuple[int, Any]:
+        """GET /healthz: the status code and the JSON (or text) it answered."""
+        url = f"http://127.0.0.1:{self.port}/healthz"
+        try:
+            with urllib.request.urlopen(url, timeout=10) as r:
+                return int(r.status), json.loads(r.read())
+        except urllib.error.HTTPError as exc:
+            return int(exc.code), exc.read().decode(errors="replace")
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind happens in the operator."""

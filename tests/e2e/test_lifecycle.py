@@ -135,3 +135,26 @@ def test_unset_completions_and_parallelism_default_to_1_as_for_a_job(
     # completions was defaulted, so it is now as immutable as a set one.
     refused = k.patch_pj(name, {"spec": {"completions": 2}}, check=False)
     assert refused.returncode != 0 and "immutable" in refused.stderr
+
+
+@pytest.mark.parametrize("operator_settings", [{"PJ_LIVENESS_STALL_SECONDS": "3"}], indirect=True)
+def test_liveness_probe_reports_progress_and_tolerates_retries(
+    operator: Operator, k: Kubectl
+) -> None:
+    """/healthz runs the progress probe. With a 3 s threshold it stays healthy while one
+    job retries a rejected pod create with back-off and another runs its pods: waits and
+    retried failures are not stalls."""
+    rejected = busybox_template("true")
+    del rejected["spec"]["containers"][0]["image"]
+    k.create_pj("no-image", rejected, completions=1, parallelism=1)
+    k.create_pj("works", busybox_template("sleep 3"), completions=3, parallelism=1)
+    counts: set[int] = set()  # kopf re-runs the probe at most every 10 s
+
+    def healthy_until_done() -> str | None:
+        code, body = operator.health()
+        assert code == 200, body
+        counts.add(body["progress"]["jobs"])
+        return k.finished("works") if 2 in counts else None
+
+    wait_until(healthy_until_done, timeout=120, what="works done, /healthz answering 200")
+    assert k.condition("no-image", "PodCreationFailed") is not None
