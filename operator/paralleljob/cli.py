@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from . import constants as c
 from .config import LOG_LEVELS, OperatorConfig, api_concurrency_from_env, controller_config_from_env
-from .kube import ApiError, Kube, load_configuration
+from .kube import ApiError, ConfigError, Kube, load_configuration
 
 PROG = "paralleljob-operator"
 
@@ -77,12 +77,10 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
 
 async def preflight(config: OperatorConfig) -> None:
     """Fails fast, with a one-line reason, when the operator could not work."""
-    env = os.environ.get("KUBECONFIG", "")
-    paths = [p for p in env.split(os.pathsep) if p]
-    if paths and not any(os.path.exists(os.path.expanduser(p)) for p in paths):
-        raise StartupError(f"KUBECONFIG={env}: no such file")
     try:
         configuration = await load_configuration()
+    except ConfigError as exc:
+        raise StartupError(str(exc)) from exc
     except Exception as exc:
         raise StartupError(f"no usable kubeconfig or in-cluster configuration: {exc}") from exc
     kube = Kube(configuration, concurrency=4)

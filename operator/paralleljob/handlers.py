@@ -57,6 +57,28 @@ def _pods_of(index: kopf.Index[str, PodInfo]) -> Callable[[str], list[PodInfo]]:
     return pods_of
 
 
+@kopf.on.login()
+async def login(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's own API connection is the operator client's (kube.load_configuration), so
+    that both pick kubeconfig or service account by the same rule."""
+    cfg = await load_configuration()
+    header: str = await cfg.get_api_key_with_prefix("BearerToken") or ""
+    parts = header.split(" ", 1)
+    scheme, token = (parts[0], parts[1]) if len(parts) == 2 else (None, header or None)
+    return kopf.ConnectionInfo(
+        server=cfg.host,
+        ca_path=cfg.ssl_ca_cert,
+        insecure=not cfg.verify_ssl,
+        username=cfg.username or None,
+        password=cfg.password or None,
+        scheme=scheme,
+        token=token,
+        certificate_path=cfg.cert_file,
+        private_key_path=cfg.key_file,
+        proxy_url=cfg.proxy,
+    )
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     from .config import api_concurrency_from_env, controller_config_from_env

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -52,17 +53,46 @@ class ApiError(Exception):
         return any(isinstance(x, Mapping) and x.get("type") == cause_type for x in (causes or []))
 
 
+DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
+class ConfigError(Exception):
+    """No usable client configuration; the message is one line."""
+
+
 async def load_configuration(kubeconfig: str | None = None) -> Any:
-    """The client configuration: a kubeconfig ($KUBECONFIG or ~/.kube/config) or in-cluster."""
+    """The client configuration, chosen as controller-runtime chooses it: the kubeconfig
+    named (``kubeconfig``, else $KUBECONFIG, a path list); else, in a pod
+    ($KUBERNETES_SERVICE_HOST set), the service account; else ~/.kube/config.
+
+    Decided up front, so that nothing is tried in vain (the client library logs
+    ``Config not found: PATH`` for a missing kubeconfig). Raises ConfigError.
+    """
     configuration = aio_client.Configuration()
+    named = kubeconfig or os.environ.get("KUBECONFIG", "")
+    if not named and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        try:
+            aio_config.load_incluster_config(  # type: ignore[no-untyped-call]
+                client_configuration=configuration
+            )
+        except aio_config.ConfigException as exc:
+            raise ConfigError(f"in-cluster configuration: {exc}") from exc
+        return configuration
+    paths = named or DEFAULT_KUBECONFIG
+    found = [p for p in paths.split(os.pathsep) if p and os.path.isfile(os.path.expanduser(p))]
+    if not found:
+        if named:
+            raise ConfigError(f"KUBECONFIG={paths}: no such file")
+        raise ConfigError(
+            f"no {DEFAULT_KUBECONFIG}, no $KUBECONFIG, and not in a cluster "
+            "($KUBERNETES_SERVICE_HOST is unset)"
+        )
     try:
         await aio_config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=kubeconfig, client_configuration=configuration
+            config_file=os.pathsep.join(found), client_configuration=configuration
         )
-    except aio_config.ConfigException:
-        aio_config.load_incluster_config(  # type: ignore[no-untyped-call]
-            client_configuration=configuration
-        )
+    except aio_config.ConfigException as exc:
+        raise ConfigError(f"kubeconfig {os.pathsep.join(found)}: {exc}") from exc
     return configuration
 
 
