@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .backoff import DEFAULT_BASE_SECONDS, DEFAULT_MAX_SECONDS
 from .controller import ControllerConfig
@@ -13,29 +14,23 @@ from .progress import DEFAULT_STALL_SECONDS
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
-def _float_env(name: str, default: float) -> float:
+N = TypeVar("N", int, float)
+
+
+def _env(name: str, default: N, *, minimum: N) -> N:
+    """The number in environment variable ``name`` (``default`` if unset or blank),
+    parsed as ``default``'s type (int or float seconds), at least ``minimum``."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
+    kind = type(default)
     try:
-        value = float(raw)
+        value = kind(raw)
     except ValueError as exc:
-        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from exc
-    if value < 0:
-        raise ValueError(f"{name} must not be negative, got {raw!r}")
-    return value
-
-
-def _int_env(name: str, default: int) -> int:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return default
-    try:
-        value = int(raw)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be an integer, got {raw!r}") from exc
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {raw!r}")
+        what = "an integer" if kind is int else "a number of seconds"
+        raise ValueError(f"{name} must be {what}, got {raw!r}") from exc
+    if value < minimum:
+        raise ValueError(f"{name} must be at least {minimum:g}, got {raw!r}")
     return value
 
 
@@ -51,18 +46,15 @@ class OperatorConfig:
 def controller_config_from_env() -> ControllerConfig:
     """The tuning knobs, all optional (see the README's CLI section)."""
     core = CoreConfig(
-        backoff_base_seconds=_float_env("PJ_POD_BACKOFF_BASE_SECONDS", DEFAULT_BASE_SECONDS),
-        backoff_max_seconds=_float_env("PJ_POD_BACKOFF_MAX_SECONDS", DEFAULT_MAX_SECONDS),
+        backoff_base_seconds=_env("PJ_POD_BACKOFF_BASE_SECONDS", DEFAULT_BASE_SECONDS, minimum=0.0),
+        backoff_max_seconds=_env("PJ_POD_BACKOFF_MAX_SECONDS", DEFAULT_MAX_SECONDS, minimum=0.0),
     )
-    stall_seconds = _float_env("PJ_LIVENESS_STALL_SECONDS", DEFAULT_STALL_SECONDS)
-    if stall_seconds <= 0:
-        raise ValueError(f"PJ_LIVENESS_STALL_SECONDS must be positive, got {stall_seconds:g}")
     return ControllerConfig(
         core=core,
-        sync_batch_seconds=_float_env("PJ_SYNC_BATCH_SECONDS", 0.1),
-        stall_seconds=stall_seconds,
+        sync_batch_seconds=_env("PJ_SYNC_BATCH_SECONDS", 0.1, minimum=0.0),
+        stall_seconds=_env("PJ_LIVENESS_STALL_SECONDS", DEFAULT_STALL_SECONDS, minimum=1.0),
     )
 
 
 def api_concurrency_from_env() -> int:
-    return _int_env("PJ_API_CONCURRENCY", 64)
+    return _env("PJ_API_CONCURRENCY", 64, minimum=1)

@@ -156,3 +156,40 @@ def test_cli_rejects_bad_tuning(
     with pytest.raises(SystemExit):
         parse_args([])
     assert "PJ_POD_BACKOFF_BASE_SECONDS must be a number of seconds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "raw", "message"),
+    [
+        ("PJ_POD_BACKOFF_BASE_SECONDS", "-1", "must be at least 0, got '-1'"),
+        ("PJ_POD_BACKOFF_MAX_SECONDS", "x", "must be a number of seconds, got 'x'"),
+        ("PJ_SYNC_BATCH_SECONDS", "-0.5", "must be at least 0, got '-0.5'"),
+        ("PJ_LIVENESS_STALL_SECONDS", "0.5", "must be at least 1, got '0.5'"),
+        ("PJ_API_CONCURRENCY", "0", "must be at least 1, got '0'"),
+        ("PJ_API_CONCURRENCY", "1.5", "must be an integer, got '1.5'"),
+    ],
+)
+def test_each_tuning_knob_is_checked_with_its_name(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    raw: str,
+    message: str,
+) -> None:
+    monkeypatch.setenv(name, raw)
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert f"{name} {message}" in capsys.readouterr().err
+
+
+def test_tuning_knobs_keep_their_types_and_blank_means_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PJ_API_CONCURRENCY", " 8 ")
+    monkeypatch.setenv("PJ_LIVENESS_STALL_SECONDS", "90")
+    monkeypatch.setenv("PJ_SYNC_BATCH_SECONDS", "  ")
+    config = parse_args([])
+    assert config.api_concurrency == 8 and isinstance(config.api_concurrency, int)
+    assert config.controller.stall_seconds == 90.0
+    assert isinstance(config.controller.stall_seconds, float)
+    assert config.controller.sync_batch_seconds == 0.1
