@@ -4,6 +4,7 @@ and restartPolicy OnFailure, on real pods."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def test_a_rejected_pod_template_is_reported_and_retried(operator: Operator, k: 
     del template["spec"]["containers"][0]["image"]
     k.create_pj(name, template, completions=1, parallelism=1)
 
-    def reported() -> dict[str, str] | None:
+    def reported() -> dict[str, Any] | None:
         cond = k.condition(name, "PodCreationFailed")
         return cond if cond and cond.get("status") == "True" else None
 
@@ -40,8 +41,8 @@ def test_a_rejected_pod_template_is_reported_and_retried(operator: Operator, k: 
     k.patch_pj(name, {"spec": {"template": busybox_template("true")}})
     wait_until(lambda: k.finished(name), timeout=90, what=f"{name} done after the fix")
     assert k.finished(name) == "Complete"
-    cond = k.condition(name, "PodCreationFailed")
-    assert cond is not None and cond["status"] == "False"
+    cleared = k.condition(name, "PodCreationFailed")
+    assert cleared is not None and cleared["status"] == "False"
 
 
 def test_suspend_deletes_pods_without_failures_and_resume_restarts(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from paralleljob import constants as c
 from paralleljob.core import (
@@ -149,10 +150,10 @@ class Sim:
     def user_delete(self, uid: str) -> None:
         self.pods[uid] = replace(self.pods[uid], deleting=True)
 
-    def patch_spec(self, **changes: object) -> None:
+    def patch_spec(self, **changes: Any) -> None:
         self.job = replace(
             self.job, spec=replace(self.job.spec, **changes), generation=self.job.generation + 1
-        )  # type: ignore[arg-type]
+        )
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
