@@ -8,9 +8,11 @@ import json
 import re
 import subprocess
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from tests.support.wait import wait_until
 
 FINALIZER = "paralleljob.dev/tracking"
 JOB_LABEL = "paralleljob.dev/job-name"
@@ -264,3 +266,35 @@ def is_active(pod: dict[str, Any]) -> bool:
     return phase(pod) not in ("Succeeded", "Failed") and not pod["metadata"].get(
         "deletionTimestamp"
     )
+
+
+class Killable(Protocol):
+    def restart(self) -> None:
+        """SIGKILLs the operator process and starts a new one."""
+
+
+def kill_operator_as_pods_finish(
+    operator: Killable,
+    k: Kubectl,
+    watch: PodWatch,
+    name: str,
+    *,
+    thresholds: Sequence[int],
+    phases: tuple[str, ...],
+    timeout: float,
+) -> int:
+    """SIGKILLs the operator each time the job's pods in ``phases`` reach the next
+    threshold, until the job finishes; returns how many kills happened."""
+    kills = 0
+    for threshold in thresholds:
+
+        def reached(n: int = threshold) -> bool:
+            done = [p for p in watch.snapshot() if phase(p) in phases]
+            return len(done) >= n or k.finished(name) is not None
+
+        wait_until(reached, timeout=timeout, what=f"{threshold} finished pods of {name}")
+        if k.finished(name):
+            break
+        operator.restart()
+        kills += 1
+    return kills

@@ -11,7 +11,16 @@ import pytest
 from tests.support.wait import wait_until
 
 from .conftest import Operator
-from .support import Kubectl, PodWatch, busybox_template, held, is_active, kubectl, phase
+from .support import (
+    Kubectl,
+    PodWatch,
+    busybox_template,
+    held,
+    is_active,
+    kill_operator_as_pods_finish,
+    kubectl,
+    phase,
+)
 
 IMMUTABLE = "spec.completions is immutable: it cannot be changed while the job exists"
 
@@ -167,19 +176,16 @@ def test_sigkill_during_a_run_keeps_counts_exact(
     name = "crashy"
     command = "sleep 2; exit $(( RANDOM % 2 ))"
     k.create_pj(name, busybox_template(command), completions=10, parallelism=4, backoffLimit=100)
-    kills = 0
     with PodWatch(core_v1, k.ns, name) as watch:
-        for threshold in (2, 5, 8, 11, 14):
-
-            def finished_pods(n: int = threshold) -> bool:
-                done = [p for p in watch.snapshot() if phase(p) in ("Succeeded", "Failed")]
-                return len(done) >= n or k.finished(name) is not None
-
-            wait_until(finished_pods, timeout=120, what=f"{threshold} finished pods")
-            if k.finished(name):
-                break
-            operator.restart()
-            kills += 1
+        kills = kill_operator_as_pods_finish(
+            operator,
+            k,
+            watch,
+            name,
+            thresholds=(2, 5, 8, 11, 14),
+            phases=("Succeeded", "Failed"),
+            timeout=120,
+        )
         wait_until(lambda: k.finished(name), timeout=240, what=f"{name} done")
     assert kills >= 3, f"only {kills} kills happened before the job finished"
     status = k.status(name)

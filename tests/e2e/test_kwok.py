@@ -9,7 +9,15 @@ import pytest
 from tests.support.wait import wait_until
 
 from .conftest import Operator
-from .support import Kubectl, PodWatch, held, is_active, kwok_template, phase
+from .support import (
+    Kubectl,
+    PodWatch,
+    held,
+    is_active,
+    kill_operator_as_pods_finish,
+    kwok_template,
+    phase,
+)
 
 pytestmark = [pytest.mark.kwok]
 
@@ -80,19 +88,16 @@ def test_backoff_limit_with_many_failing_pods(operator: Operator, k: Kubectl, co
 def test_sigkill_at_scale_keeps_counts_exact(operator: Operator, k: Kubectl, core_v1: Any) -> None:
     name = "crashy-wide"
     k.create_pj(name, kwok_template("2s"), completions=300, parallelism=60, backoffLimit=1000)
-    kills = 0
     with PodWatch(core_v1, k.ns, name) as watch:
-        for threshold in (40, 100, 160, 220):
-
-            def finished_pods(n: int = threshold) -> bool:
-                done = [p for p in watch.snapshot() if phase(p) == "Succeeded"]
-                return len(done) >= n or k.finished(name) is not None
-
-            wait_until(finished_pods, timeout=240, what=f"{threshold} finished pods")
-            if k.finished(name):
-                break
-            operator.restart()
-            kills += 1
+        kills = kill_operator_as_pods_finish(
+            operator,
+            k,
+            watch,
+            name,
+            thresholds=(40, 100, 160, 220),
+            phases=("Succeeded",),
+            timeout=240,
+        )
         wait_until(lambda: k.finished(name), timeout=300, what=f"{name} done")
     assert kills >= 3
     status = k.status(name)
