@@ -83,7 +83,12 @@ def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
             timeout=300,
         )
         assert bad.returncode != 0, bad.stdout + bad.stderr
-        assert "namespace 'no-such-namespace' does not exist" in bad.stderr, bad.stderr
+        # Read from the pod's status (FallbackToLogsOnError), which, unlike the
+        # crashed container's log, the kubelet keeps across the restart.
+        assert (
+            "--- operator exit: paralleljob-operator: error: "
+            "namespace 'no-such-namespace' does not exist"
+        ) in bad.stderr, bad.stderr
     finally:
         # Whatever failed above, the tests after this one need the operator back.
         deploy_local(deployed)
