@@ -185,6 +185,15 @@ def check_tag(image: str, tag: str, deb: str) -> None:
         )
 
 
+def debian_built(cache: Path, image: str, tag: str, package: str) -> tuple[str, str, Path]:
+    """The Debian version an image is built from (checked against its tag), the
+    image's Docker Hub reference and its archive's path in the cache."""
+    deb = deb_version(package)
+    check_tag(image, tag, deb)
+    ref = f"docker.io/library/{image}:{tag}"
+    return deb, ref, cache / f"{image}-{tag}-deb{deb.replace(':', '_')}-{SCRIPT_HASH}.tar"
+
+
 def etc_files(layer: Layer, users: list[tuple[str, int]]) -> None:
     """Minimal /etc and the usual empty directories of a base image."""
     passwd = "".join(
@@ -219,10 +228,7 @@ def add_busybox(layer: Layer, with_applet_links: bool = True) -> None:
 
 
 def build_busybox(cache: Path) -> tuple[str, Path]:
-    deb = deb_version("busybox-static")
-    check_tag("busybox", BUSYBOX_TAG, deb)
-    ref = f"docker.io/library/busybox:{BUSYBOX_TAG}"
-    out = cache / f"busybox-{BUSYBOX_TAG}-deb{deb.replace(':', '_')}-{SCRIPT_HASH}.tar"
+    deb, ref, out = debian_built(cache, "busybox", BUSYBOX_TAG, "busybox-static")
     if not out.exists():
         layer = Layer()
         etc_files(layer, [("root", 0)])
@@ -255,10 +261,7 @@ exec "$@"
 
 
 def build_redis(cache: Path) -> tuple[str, Path]:
-    deb = deb_version("redis-server")
-    check_tag("redis", REDIS_TAG, deb)
-    ref = f"docker.io/library/redis:{REDIS_TAG}"
-    out = cache / f"redis-{REDIS_TAG}-deb{deb.replace(':', '_')}-{SCRIPT_HASH}.tar"
+    deb, ref, out = debian_built(cache, "redis", REDIS_TAG, "redis-server")
     if not out.exists():
         layer = Layer()
         etc_files(layer, [("root", 0), ("redis", 999)])
