@@ -324,6 +324,8 @@ start kube-apiserver "$KUBE_BIN/kube-apiserver" \
   --service-cluster-ip-range="$SERVICE_CIDR" \
   --authorization-mode=Node,RBAC \
   --enable-admission-plugins=NodeRestriction \
+  --audit-policy-file="$HACK_DIR/cluster/audit-policy.yaml" \
+  --audit-log-path="$LOG_DIR/audit.log" --audit-log-maxsize=200 --audit-log-maxbackup=5 \
   --allow-privileged=true \
   --profiling=false \
   --v=1
