@@ -12,8 +12,9 @@
 #
 # Both then apply the same manifests (kubectl apply -k) with the image tag
 # and configuration set by a throwaway overlay, and wait for the rollout.
-# Configuration (environment): PJ_WATCH_NAMESPACES (comma list, empty: all),
-# PJ_LOG_LEVEL; unset keeps manifests/config.env. KIND_CLUSTER_NAME (see
+# Configuration (environment): any key of manifests/config.env, e.g.
+# PJ_WATCH_NAMESPACES (comma list, empty: all), PJ_LOG_LEVEL, PJ_API_QPS;
+# unset keeps manifests/config.env. KIND_CLUSTER_NAME (see
 # above). PJ_IMAGE skips the build and deploys that image as is.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/kube-target.sh"
@@ -87,13 +88,17 @@ trap 'rm -rf "$overlay"' EXIT
   echo "  - name: paralleljob-operator"
   echo "    newName: ${image%:*}"
   echo "    newTag: \"${image##*:}\""
-  if [ -n "${PJ_WATCH_NAMESPACES+x}${PJ_LOG_LEVEL+x}" ]; then
+  # Every setting of config.env that the environment sets overrides it.
+  overrides=()
+  for key in $(sed -n 's/^\(PJ_[A-Z_]*\)=.*/\1/p' "$REPO_ROOT/manifests/config.env"); do
+    [ -z "${!key+x}" ] || overrides+=("$key=${!key}")
+  done
+  if [ ${#overrides[@]} -gt 0 ]; then
     echo "configMapGenerator:"
     echo "  - name: paralleljob-operator-config"
     echo "    behavior: merge"
     echo "    literals:"
-    [ -z "${PJ_WATCH_NAMESPACES+x}" ] || echo "      - PJ_WATCH_NAMESPACES=$PJ_WATCH_NAMESPACES"
-    [ -z "${PJ_LOG_LEVEL+x}" ] || echo "      - PJ_LOG_LEVEL=$PJ_LOG_LEVEL"
+    printf '      - %s\n' "${overrides[@]}"
   fi
 } >"$overlay/kustomization.yaml"
 log "deploy: kubectl apply -k manifests/ (image $image)"

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from . import constants as c
-from .config import LOG_LEVELS, OperatorConfig, api_concurrency_from_env, controller_config_from_env
+from .config import LOG_LEVELS, OperatorConfig, api_config_from_env, controller_config_from_env
 from .kube import ApiError, ConfigError, Kube, load_configuration
 
 PROG = "paralleljob-operator"
@@ -54,6 +54,14 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         help="serve kopf's liveness probe on http://0.0.0.0:PORT/healthz "
         "(default 8080; 0 disables it)",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("PJ_METRICS_PORT") or 8081),
+        metavar="PORT",
+        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics "
+        "(default 8081 or $PJ_METRICS_PORT; 0 disables them)",
+    )
     args = parser.parse_args(argv)
     if args.log_level not in LOG_LEVELS:
         parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
@@ -63,7 +71,7 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         namespaces = [n.strip() for n in env.split(",") if n.strip()]
     try:
         controller = controller_config_from_env()
-        concurrency = api_concurrency_from_env()
+        api = api_config_from_env()
     except ValueError as exc:
         parser.error(str(exc))
     return OperatorConfig(
@@ -71,7 +79,8 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         log_level=args.log_level,
         liveness_port=args.liveness_port,
         controller=controller,
-        api_concurrency=concurrency,
+        metrics_port=args.metrics_port,
+        api=api,
     )
 
 
@@ -149,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clusterwide=not config.namespaces,
         namespaces=list(config.namespaces),
         liveness_endpoint=liveness,
-        memo=kopf.Memo(),
+        memo=kopf.Memo(config=config),
     )
     return 0
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from .backoff import DEFAULT_BASE_SECONDS, DEFAULT_MAX_SECONDS
-from .controller import ControllerConfig
+from .controller import DEFAULT_DURATION_REFRESH_QPS, ControllerConfig
 from .core import CoreConfig
 from .progress import DEFAULT_STALL_SECONDS
 
@@ -35,12 +36,25 @@ def _env(name: str, default: N, *, minimum: N) -> N:
 
 
 @dataclass(frozen=True)
+class ApiConfig:
+    """How the operator's API client paces itself."""
+
+    #: Requests in flight at most.
+    concurrency: int = 64
+    #: Client-side rate limit (client-go's token bucket), requests per second; 0: none.
+    qps: float = 0.0
+    #: Requests that may go at once after a quiet spell (client-go's burst).
+    burst: int = 1
+
+
+@dataclass(frozen=True)
 class OperatorConfig:
     namespaces: tuple[str, ...] = ()
     log_level: str = "info"
     liveness_port: int = 8080
+    metrics_port: int = 8081
     controller: ControllerConfig = field(default_factory=ControllerConfig)
-    api_concurrency: int = 64
+    api: ApiConfig = field(default_factory=ApiConfig)
 
 
 def controller_config_from_env() -> ControllerConfig:
@@ -52,9 +66,17 @@ def controller_config_from_env() -> ControllerConfig:
     return ControllerConfig(
         core=core,
         sync_batch_seconds=_env("PJ_SYNC_BATCH_SECONDS", 0.1, minimum=0.0),
+        duration_refresh_qps=_env(
+            "PJ_DURATION_REFRESH_QPS", DEFAULT_DURATION_REFRESH_QPS, minimum=0.0
+        ),
         stall_seconds=_env("PJ_LIVENESS_STALL_SECONDS", DEFAULT_STALL_SECONDS, minimum=1.0),
     )
 
 
-def api_concurrency_from_env() -> int:
-    return _env("PJ_API_CONCURRENCY", 64, minimum=1)
+def api_config_from_env() -> ApiConfig:
+    qps = _env("PJ_API_QPS", 0.0, minimum=0.0)
+    return ApiConfig(
+        concurrency=_env("PJ_API_CONCURRENCY", 64, minimum=1),
+        qps=qps,
+        burst=_env("PJ_API_BURST", max(1, math.ceil(qps)), minimum=1),
+    )

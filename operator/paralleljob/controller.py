@@ -15,15 +15,18 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 
+from . import constants as c
+from . import metrics
 from .core import (
     CoreConfig,
     Event,
+    Finished,
     PodOutcome,
     PodPlan,
     SyncInput,
@@ -33,9 +36,18 @@ from .core import (
 )
 from .events import EventRecorder, JobRef
 from .kube import ApiError, Kube
-from .model import JobStatus, PodInfo, parse_job, parse_status, spec_defaults_patch, status_to_dict
+from .model import (
+    JobStatus,
+    PodInfo,
+    is_finished,
+    parse_job,
+    parse_status,
+    spec_defaults_patch,
+    status_to_dict,
+)
 from .pods import build_pod
 from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
+from .ratelimit import SlotScheduler
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +57,10 @@ DELETED = kopf.DaemonStoppingReason.RESOURCE_DELETED
 
 #: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes.
 EXPECTATIONS_TIMEOUT = 300.0
+
+#: Default of PJ_DURATION_REFRESH_QPS: status writes per second, over all jobs, that
+#: only refresh the printed DURATION of running jobs.
+DEFAULT_DURATION_REFRESH_QPS = 5.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +74,9 @@ class ControllerConfig:
     retry_max_seconds: float = 60.0
     #: The liveness probe fails when a job loop's work has been pending this long.
     stall_seconds: float = DEFAULT_STALL_SECONDS
+    #: Budget of status writes per second that only refresh DURATION (0: never refresh
+    #: DURATION on its own; it is then written with the job's other changes only).
+    duration_refresh_qps: float = DEFAULT_DURATION_REFRESH_QPS
 
 
 def _rv(value: object) -> int:
@@ -192,6 +211,23 @@ class Controller:
         self.recorder = recorder
         self.config = config
         self.jobs: dict[str, JobRuntime] = {}
+        rate = config.duration_refresh_qps
+        self.duration_slots = SlotScheduler(rate) if rate > 0 else None
+        self.finished_with_finalizer = metrics.FinishedWithFinalizer()
+
+    def duration_refresh_waiting(self) -> int:
+        """Jobs holding a slot of the DURATION refresh budget, waiting for its time."""
+        return len(self.duration_slots) if self.duration_slots is not None else 0
+
+    def pending_syncs(self) -> int:
+        """Jobs woken (by an event, or their timer) whose sync has not started yet."""
+        now = time.monotonic()
+        return sum(
+            1
+            for rt in list(self.jobs.values())
+            if rt.sync_started is None
+            and (rt.woken_at is not None or (rt.timer_due is not None and rt.timer_due <= now))
+        )
 
     # -- the per-job loop ------------------------------------------------------------
     async def run_job(self, body: Mapping[str, Any], stopped: Any, pods_of: PodsOf) -> None:
@@ -221,6 +257,8 @@ class Controller:
         finally:
             waker.cancel()
             self.jobs.pop(rt.uid, None)
+            if self.duration_slots is not None:
+                self.duration_slots.release(rt.uid)
 
     @staticmethod
     async def _wake_when_stopped(stopped: Any, rt: JobRuntime) -> None:
@@ -298,16 +336,30 @@ class Controller:
             config=self.config.core,
         )
         plan = plan_pods(inp)
-        outcome, retry_in = await self._apply(rt, body, plan)
-        tracked = track(inp, plan, outcome)
-        self._emit(rt, tracked.events)
-        removed: list[str] = []
-        if tracked.remove_finalizers:
-            # Step 1 must be durable before any finalizer goes.
-            await self._write_status(rt, tracked.status)
-            removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
-        done = finish(inp, tracked, removed, plan)
-        await self._write_status(rt, done.status)
+        started = time.monotonic()
+        result = "error"
+        outcome = PodOutcome()
+        try:
+            outcome, retry_in = await self._apply(rt, body, plan)
+            tracked = track(inp, plan, outcome)
+            self._emit(rt, tracked.events)
+            removed: list[str] = []
+            if tracked.remove_finalizers:
+                # Step 1 must be durable before any finalizer goes.
+                await self._write_status(rt, tracked.status)
+                removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
+            done = finish(inp, tracked, removed, plan)
+            refresh_in = await self._write_final_status(rt, job.status, done)
+            result = "success"
+        finally:
+            action = metrics.sync_action(
+                outcome.created, len(outcome.deleted), satisfied and not job.deleting
+            )
+            mode = metrics.NON_INDEXED
+            metrics.JOB_SYNC_DURATION.labels(mode, result, action).observe(
+                time.monotonic() - started
+            )
+            metrics.JOB_SYNCS.labels(mode, result, action).inc()
         self._emit(rt, done.events)
         if done.delete_job:
             log.info("%s/%s: ttlSecondsAfterFinished expired, deleting it", rt.namespace, rt.name)
@@ -325,7 +377,7 @@ class Controller:
                 len(removed),
                 _summary(done.status),
             )
-        delays = [done.requeue_after, retry_in]
+        delays = [done.requeue_after, retry_in, refresh_in]
         if not satisfied:
             delays.append(5.0)  # a safety net: watch events normally settle expectations
         present = [d for d in delays if d is not None]
@@ -349,16 +401,37 @@ class Controller:
             raise
         return result
 
-    async def _write_status(self, rt: JobRuntime, status: JobStatus) -> None:
+    async def _write_final_status(
+        self, rt: JobRuntime, before: JobStatus, done: Finished
+    ) -> float | None:
+        """The sync's last status write; when DURATION is all it would change, only in
+        this job's slot of the DURATION refresh budget. Returns when to sync again for
+        DURATION: its slot, or when the text changes next (None: no refresh)."""
+        slots = self.duration_slots
+        status = done.status
+        if _only_duration_differs(parse_status(rt.body.get("status") or {}), status):
+            if slots is None:
+                return None
+            wait = slots.slot(rt.uid, time.monotonic())
+            if wait > 0:
+                return wait
+        if await self._write_status(rt, status) and slots is not None:
+            slots.release(rt.uid)
+        _record_finished(before, status)
+        return done.refresh_after if slots is not None else None
+
+    async def _write_status(self, rt: JobRuntime, status: JobStatus) -> bool:
+        """Writes ``status`` unless the job has it already; says whether it wrote."""
         current = rt.body.get("status") or {}
         wanted = status_to_dict(status)
         if wanted == status_to_dict(parse_status(current)):
-            return
+            return False
         before = rt.body["metadata"].get("resourceVersion")
         written = await self._patch(rt, self.kube.patch_job_status, {"status": wanted}, before)
         rt.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
         rt.wrote(before, rt.last_written_rv, time.monotonic())
         rt.offer(written)
+        return True
 
     # -- pods ------------------------------------------------------------------------
     async def _apply(
@@ -401,6 +474,7 @@ class Controller:
             results = await asyncio.gather(*(self._create_pod(rt, body) for _ in range(size)))
             created += sum(1 for r in results if r is None)
             errors = [r for r in results if r is not None]
+            _record_creations(size - len(errors), len(errors))
             if errors:
                 return created, errors[0]
             remaining -= size
@@ -473,6 +547,34 @@ class Controller:
         except ApiError as exc:
             if not exc.not_found:
                 log.warning("releasing orphan pod %s/%s failed: %s", namespace, name, exc)
+
+
+def _record_creations(succeeded: int, failed: int) -> None:
+    """recordJobPodsCreationTotal (reason "new": no pod replacement policy yet)."""
+    if succeeded:
+        metrics.JOB_PODS_CREATION.labels("new", metrics.SUCCEEDED).inc(succeeded)
+    if failed:
+        metrics.JOB_PODS_CREATION.labels("new", metrics.FAILED).inc(failed)
+
+
+def _only_duration_differs(current: JobStatus, wanted: JobStatus) -> bool:
+    return current != wanted and replace(wanted, duration_text=current.duration_text) == current
+
+
+def _record_finished(before: JobStatus, after: JobStatus) -> None:
+    """recordJobPodFinished and the jobs_finished_total count of enactJobFinished."""
+    mode = metrics.NON_INDEXED
+    if after.succeeded > before.succeeded:
+        metrics.JOB_PODS_FINISHED.labels(mode, metrics.SUCCEEDED).inc(
+            after.succeeded - before.succeeded
+        )
+    if after.failed > before.failed:
+        metrics.JOB_PODS_FINISHED.labels(mode, metrics.FAILED).inc(after.failed - before.failed)
+    if is_finished(after) and not is_finished(before):
+        for cond in after.conditions:
+            if cond.status == "True" and cond.type in (c.COND_COMPLETE, c.COND_FAILED):
+                result = metrics.SUCCEEDED if cond.type == c.COND_COMPLETE else metrics.FAILED
+                metrics.JOBS_FINISHED.labels(mode, result, cond.reason).inc()
 
 
 def _summary(status: JobStatus) -> str:

@@ -13,7 +13,7 @@ interleaves them (``pkg/controller/job/job_controller.go``):
    the persisted back-off record), and the pods whose tracking finalizer to remove.
 3. :func:`finish` -- given which finalizers are gone: move those UIDs into the
    ``succeeded``/``failed`` counters, enact Complete/Failed once nothing is uncounted
-   or terminating, and say when to sync again (DURATION refresh, TTL).
+   or terminating, and say when to sync again (TTL) and when DURATION changes.
 
 A pod is therefore counted exactly once, whatever crashes between the steps.
 """
@@ -117,6 +117,9 @@ class Finished:
     status: JobStatus
     events: tuple[Event, ...] = ()
     requeue_after: float | None = None
+    #: Seconds until the printed DURATION changes (None once it is fixed): a refresh
+    #: that the shell schedules within its write budget, apart from ``requeue_after``.
+    refresh_after: float | None = None
     #: ttlSecondsAfterFinished has run out: delete the job.
     delete_job: bool = False
 
@@ -574,7 +577,10 @@ def finish(inp: SyncInput, tracked: Tracked, removed: Iterable[str], plan: PodPl
             delete_job = True
         else:
             requeue = _min_delay(requeue, (expires - now).total_seconds())
-    requeue = _min_delay(requeue, display.refresh_in(status, now))
     return Finished(
-        status=status, events=tuple(events), requeue_after=requeue, delete_job=delete_job
+        status=status,
+        events=tuple(events),
+        requeue_after=requeue,
+        refresh_after=display.refresh_in(status, now),
+        delete_job=delete_job,
     )

@@ -10,6 +10,8 @@
 * ``job_loop`` -- one daemon per ParallelJob runs its sync loop.
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
+* ``startup`` -- builds what the handlers share from the settings in kopf's memo
+  (parsed once by the CLI) and serves the Prometheus metrics (metrics.py).
 
 The pod watch is filtered on the server by the label selector
 ``paralleljob.dev/controller-uid`` (settings.watching.label_selectors).
@@ -23,8 +25,11 @@ from collections.abc import Callable
 from typing import Any
 
 import kopf
+from aiohttp import web
 
 from . import constants as c
+from . import metrics
+from .config import OperatorConfig
 from .controller import Controller
 from .events import EventRecorder
 from .kube import Kube, load_configuration
@@ -42,6 +47,7 @@ class App:
     controller: Controller
     kube: Kube
     recorder: EventRecorder
+    metrics_server: web.AppRunner | None
 
 
 def _app(memo: Any) -> App:
@@ -81,24 +87,32 @@ async def login(**_: Any) -> kopf.ConnectionInfo:
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-    from .config import api_concurrency_from_env, controller_config_from_env
-
+    config: OperatorConfig = getattr(memo, "config", None) or OperatorConfig()
     settings.persistence.finalizer = c.KOPF_FINALIZER
     settings.posting.enabled = False  # the operator posts its own Events
     settings.watching.label_selectors["", "v1", "pods"] = c.LABEL_CONTROLLER_UID
     settings.execution.max_workers = 2  # nothing runs in threads
-    kube = Kube(await load_configuration(), concurrency=api_concurrency_from_env())
+    api = config.api
+    kube = Kube(
+        await load_configuration(), concurrency=api.concurrency, qps=api.qps, burst=api.burst
+    )
     recorder = EventRecorder(kube)
     app = App()
     app.kube = kube
     app.recorder = recorder
-    app.controller = Controller(kube, recorder, controller_config_from_env())
+    app.controller = Controller(kube, recorder, config.controller)
+    metrics.track_state(app.controller)
+    app.metrics_server = (
+        await metrics.serve(config.metrics_port) if config.metrics_port > 0 else None
+    )
     memo.app = app
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
     app = _app(memo)
+    if app.metrics_server is not None:
+        await app.metrics_server.cleanup()
     await app.recorder.close()
     await app.kube.close()
 
@@ -126,17 +140,22 @@ async def pod_event(
     job_uid = labels[c.LABEL_CONTROLLER_UID]
     meta = body.get("metadata", {})
     has_finalizer = c.TRACKING_FINALIZER in (meta.get("finalizers") or [])
+    gone = event.get("type") == "DELETED"
+    terminated = body.get("status", {}).get("phase") in (c.SUCCEEDED, c.FAILED)
+    controller.finished_with_finalizer.observe(
+        str(meta.get("uid", "")), terminated and has_finalizer and not gone
+    )
     rt = controller.jobs.get(job_uid)
     if rt is not None:
         rt.observe_pod(
             str(meta.get("uid", "")),
-            gone=event.get("type") == "DELETED",
+            gone=gone,
             deleting=meta.get("deletionTimestamp") is not None,
             has_finalizer=has_finalizer,
         )
         rt.poke()
         return
-    if has_finalizer and event.get("type") != "DELETED" and job_uid not in jobs:
+    if has_finalizer and not gone and job_uid not in jobs:
         await controller.release_orphan(str(meta.get("namespace")), str(meta.get("name")))
 
 

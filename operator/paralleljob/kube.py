@@ -1,8 +1,9 @@
 """The operator's one Kubernetes API client: ``kubernetes.aio`` over one aiohttp session.
 
-Requests take and return plain dicts (no model classes: no deserialisation cost), and
-a semaphore bounds how many are in flight so that a burst of pod creations cannot
-swamp the API server.
+Requests take and return plain dicts (no model classes: no deserialisation cost), a
+semaphore bounds how many are in flight so that a burst of pod creations cannot swamp
+the API server, and an optional token bucket (``PJ_API_QPS`` / ``PJ_API_BURST``) paces
+them as client-go's rate limiter paces kube-controller-manager's controllers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import asyncio
 import json
 import logging
 import os
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +20,8 @@ from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
 from . import constants as c
+from . import metrics
+from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +103,24 @@ async def load_configuration(kubeconfig: str | None = None) -> Any:
 class Kube:
     """Thin async access to the few API calls the operator makes."""
 
-    def __init__(self, configuration: Any, *, concurrency: int = 64) -> None:
+    def __init__(
+        self, configuration: Any, *, concurrency: int = 64, qps: float = 0.0, burst: int = 1
+    ) -> None:
         configuration.connection_pool_maxsize = max(concurrency, 1)
         self.api = aio_client.ApiClient(configuration)
         self.api.user_agent = "paralleljob-operator"
         self.host: str = configuration.host
         self._slots = asyncio.Semaphore(max(concurrency, 1))
+        self._bucket = TokenBucket(qps, burst) if qps > 0 else None
+
+    async def _wait_for_token(self) -> None:
+        """client-go's rate limiter: each request waits for its token, in order."""
+        if self._bucket is None:
+            return
+        delay = self._bucket.reserve(time.monotonic())
+        metrics.API_RATE_LIMITER_WAIT.observe(delay)
+        if delay > 0:
+            await asyncio.sleep(delay)
 
     async def close(self) -> None:
         await self.api.close()  # type: ignore[no-untyped-call]
@@ -119,6 +135,8 @@ class Kube:
         content_type: str = "application/json",
         timeout: float = 60.0,
     ) -> JsonDict:
+        await self._wait_for_token()
+        resource = metrics.resource_of(path)
         async with self._slots:
             params = await self.api.param_serialize(
                 method=method,
@@ -135,11 +153,14 @@ class Kube:
                 )
                 raw: bytes = await response.read()  # type: ignore[no-untyped-call]
             except (OSError, TimeoutError) as exc:
+                metrics.API_REQUESTS.labels(method, resource, "0").inc()
                 raise ApiError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
             except Exception as exc:  # aiohttp.ClientError and friends
+                metrics.API_REQUESTS.labels(method, resource, "0").inc()
                 if type(exc).__module__.startswith("aiohttp"):
                     raise ApiError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
                 raise
+        metrics.API_REQUESTS.labels(method, resource, str(response.status)).inc()
         try:
             parsed = json.loads(raw) if raw else {}
         except ValueError:

@@ -18,6 +18,7 @@ from typing import Any
 
 import pluggy
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.wait import wait_until
 
@@ -55,6 +56,7 @@ class Operator:
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.port = _free_port()
+        self.metrics_port = _free_port()
 
     @property
     def log_path(self) -> Path:
@@ -64,6 +66,7 @@ class Operator:
         assert self.proc is None or self.proc.poll() is not None, "already running"
         self.starts += 1
         self.port = _free_port()
+        self.metrics_port = _free_port()
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [
@@ -72,6 +75,8 @@ class Operator:
                 self.namespace,
                 "--liveness-port",
                 str(self.port),
+                "--metrics-port",
+                str(self.metrics_port),
                 "--log-level",
                 "debug",
             ],
@@ -100,6 +105,17 @@ class Operator:
                 return int(r.status), json.loads(r.read())
         except urllib.error.HTTPError as exc:
             return int(exc.code), exc.read().decode(errors="replace")
+
+    def metrics(self) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+        """GET /metrics: every sample, keyed by name and labels."""
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as r:
+            text = r.read().decode()
+        return {
+            (s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
 
     def kill(self) -> None:
         """SIGKILL: no cleanup of any kind happens in the operator."""

@@ -561,10 +561,11 @@ def test_ttl_after_finished_deletes_the_job() -> None:
     assert sim.sync().delete_job
 
 
-def test_running_job_asks_to_be_synced_when_duration_changes() -> None:
+def test_running_job_says_when_its_duration_changes() -> None:
     sim = Sim(JobSpec(completions=1, parallelism=1))
     sim.sync()
     sim.advance(0.25)
     done = sim.sync()
-    assert done.requeue_after == pytest.approx(0.75)
+    assert done.refresh_after == pytest.approx(0.75)
+    assert done.requeue_after is None
     assert sim.status.duration_text == "0s"

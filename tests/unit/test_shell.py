@@ -189,7 +189,44 @@ def test_tuning_knobs_keep_their_types_and_blank_means_default(
     monkeypatch.setenv("PJ_LIVENESS_STALL_SECONDS", "90")
     monkeypatch.setenv("PJ_SYNC_BATCH_SECONDS", "  ")
     config = parse_args([])
-    assert config.api_concurrency == 8 and isinstance(config.api_concurrency, int)
+    assert config.api.concurrency == 8 and isinstance(config.api.concurrency, int)
     assert config.controller.stall_seconds == 90.0
     assert isinstance(config.controller.stall_seconds, float)
     assert config.controller.sync_batch_seconds == 0.1
+
+
+def test_api_rate_limit_and_duration_budget_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = parse_args([])
+    assert (config.api.qps, config.api.burst) == (0.0, 1), "unlimited by default"
+    assert config.controller.duration_refresh_qps == 5.0
+    assert config.metrics_port == 8081
+    monkeypatch.setenv("PJ_API_QPS", "20")
+    monkeypatch.setenv("PJ_DURATION_REFRESH_QPS", "0")
+    config = parse_args(["--metrics-port", "0"])
+    assert (config.api.qps, config.api.burst) == (20.0, 20), "burst defaults to the QPS"
+    assert config.controller.duration_refresh_qps == 0.0
+    assert config.metrics_port == 0
+    monkeypatch.setenv("PJ_API_BURST", "30")
+    assert parse_args([]).api.burst == 30
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "message"),
+    [
+        ("PJ_API_QPS", "-1", "must be at least 0"),
+        ("PJ_API_BURST", "0", "must be at least 1"),
+        ("PJ_API_BURST", "1.5", "must be an integer"),
+        ("PJ_DURATION_REFRESH_QPS", "fast", "must be a number of seconds"),
+    ],
+)
+def test_bad_rate_settings_are_refused_with_their_name(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+    value: str,
+    message: str,
+) -> None:
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert f"{name} {message}" in capsys.readouterr().err
