@@ -16,29 +16,30 @@ P = "paralleljob_controller_"
 
 def test_metrics_count_the_pods_and_jobs_that_finished(operator: Operator, k: Kubectl) -> None:
     before = operator.metrics()
-    k.create_pj("fine", kwok_template("0s"), completions=10, parallelism=5)
-    k.create_pj("broken", kwok_template("0s", exit_code=3), completions=1, backoffLimit=1)
-    wait_until(lambda: k.finished("fine") and k.finished("broken"), timeout=120, what="both done")
-    assert (k.finished("fine"), k.finished("broken")) == ("Complete", "Failed")
-    # The finalizers come off before the final count is written; the pod watch then
-    # shows every pod without its finalizer.
-    wait_until(
-        lambda: (
-            _delta(operator, before, "terminated_pods_tracking_finalizer_total", event="delete")
-            == 12
-        ),
-        timeout=30,
-        what="every finished pod's finalizer removal seen",
-    )
 
     def delta(name: str, **labels: str) -> float:
         return _delta(operator, before, name, **labels)
 
-    assert delta("terminated_pods_tracking_finalizer_total", event="add") == 12
+    k.create_pj("fine", kwok_template("1s"), completions=10, parallelism=5)
+    k.create_pj("broken", kwok_template("0s", exit_code=3), completions=1, backoffLimit=1)
+    wait_until(lambda: k.finished("fine") and k.finished("broken"), timeout=120, what="both done")
+    assert (k.finished("fine"), k.finished("broken")) == ("Complete", "Failed")
+    # Every pod that finished with its tracking finalizer on loses it; the pod watch
+    # shows that after the job's final status write.
+    wait_until(
+        lambda: (
+            delta("terminated_pods_tracking_finalizer_total", event="add")
+            == delta("terminated_pods_tracking_finalizer_total", event="delete")
+            >= 12
+        ),
+        timeout=30,
+        what="as many finished pods released as finished with their finalizer (>= 12)",
+    )
+    mode = "NonIndexed"
     assert (
         delta(
             "jobs_finished_total",
-            completion_mode="NonIndexed",
+            completion_mode=mode,
             result="succeeded",
             reason="CompletionsReached",
         )
@@ -47,16 +48,17 @@ def test_metrics_count_the_pods_and_jobs_that_finished(operator: Operator, k: Ku
     assert (
         delta(
             "jobs_finished_total",
-            completion_mode="NonIndexed",
+            completion_mode=mode,
             result="failed",
             reason="BackoffLimitExceeded",
         )
         == 1
     )
-    assert delta("job_pods_finished_total", completion_mode="NonIndexed", result="succeeded") == 10
-    assert delta("job_pods_finished_total", completion_mode="NonIndexed", result="failed") == 2
-    assert delta("job_pods_creation_total", reason="new", status="succeeded") == 12
-    assert delta("api_requests_total", verb="POST", resource="pods", code="201") == 12
+    assert delta("job_pods_finished_total", completion_mode=mode, result="succeeded") == 10
+    assert delta("job_pods_finished_total", completion_mode=mode, result="failed") == 2
+    created = delta("job_pods_creation_total", reason="new", status="succeeded")
+    assert created >= 12
+    assert delta("api_requests_total", verb="POST", resource="pods", code="201") == created
     after = operator.metrics()
     syncs = sum(v for (n, _), v in after.items() if n == f"{P}job_syncs_total")
     assert syncs >= 4
