@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import kopf
-
 from . import constants as c
 from . import metrics
 from .core import (
@@ -52,8 +50,6 @@ from .ratelimit import SlotScheduler
 log = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
-
-DELETED = kopf.DaemonStoppingReason.RESOURCE_DELETED
 
 #: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes.
 EXPECTATIONS_TIMEOUT = 300.0
@@ -100,6 +96,8 @@ class JobRuntime:
         self.name: str = meta["name"]
         self.body: Mapping[str, Any] = body
         self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+        self.stopped = False
         # Expectations: API calls that succeeded but are not in the pod cache yet.
         self.pending_creates: dict[str, float] = {}
         self.pending_deletes: dict[str, float] = {}
@@ -130,6 +128,11 @@ class JobRuntime:
             self.body = body
             return True
         return False
+
+    def stop(self) -> None:
+        """Ends the loop after its current sync (the job is gone, or the operator stops)."""
+        self.stopped = True
+        self.wake.set()
 
     def poke(self) -> None:
         """Wakes the loop (a pod or job event), remembering since when it has work."""
@@ -229,41 +232,62 @@ class Controller:
             and (rt.woken_at is not None or (rt.timer_due is not None and rt.timer_due <= now))
         )
 
-    # -- the per-job loop ------------------------------------------------------------
-    async def run_job(self, body: Mapping[str, Any], stopped: Any, pods_of: PodsOf) -> None:
-        rt = self.jobs.get(body["metadata"]["uid"])
+    # -- the per-job loops -----------------------------------------------------------
+    def job_seen(self, body: Mapping[str, Any], pods_of: PodsOf) -> None:
+        """A watch event (or the initial listing) of an existing job: starts its loop, or
+        hands the loop the newer version and wakes it unless the version is its own
+        status write. No finalizer is needed: deleting a job never waits for us."""
+        meta = body["metadata"]
+        rt = self.jobs.get(meta["uid"])
         if rt is None:
             rt = JobRuntime(body)
             self.jobs[rt.uid] = rt
-        else:
-            rt.offer(body)
-        waker = asyncio.create_task(self._wake_when_stopped(stopped, rt))
+            rt.task = asyncio.create_task(
+                self._run_job(rt, pods_of), name=f"job {rt.namespace}/{rt.name}"
+            )
+            return
+        rv = meta.get("resourceVersion")
+        rt.watched(rv)
+        if rt.offer(body) and rv != rt.last_written_rv:
+            rt.poke()
+
+    async def job_gone(self, uid: str, namespace: str, pods_of: PodsOf) -> None:
+        """The job was deleted: its loop ends, and its pods' tracking finalizers are
+        released (upstream's deleteJob queues them as orphans); garbage collection
+        deletes the pods by their owner reference."""
+        rt = self.jobs.get(uid)
+        if rt is not None:
+            rt.stop()
+        for pod in list(pods_of(uid)):
+            if pod.has_finalizer:
+                await self.release_orphan(namespace, pod.name)
+
+    async def stop_all(self) -> None:
+        """Operator shutdown: every loop stops after its current sync."""
+        tasks = [rt.task for rt in self.jobs.values() if rt.task is not None]
+        for rt in list(self.jobs.values()):
+            rt.stop()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run_job(self, rt: JobRuntime, pods_of: PodsOf) -> None:
         delay: float | None = 0.0
         try:
-            while not stopped:
+            while not rt.stopped:
                 if delay is None or delay > 0:
                     rt.timer_due = None if delay is None else time.monotonic() + delay
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(rt.wake.wait(), timeout=delay)
-                    if stopped:
+                    if rt.stopped:
                         break
                     if rt.wake.is_set() and self.config.sync_batch_seconds > 0:
                         await asyncio.sleep(self.config.sync_batch_seconds)
                 rt.wake.clear()
                 delay = await self._timed_sync(rt, pods_of)
-            if stopped.reason is not None and stopped.reason & DELETED:
-                # The job is being deleted: release (and count) every pod's finalizer.
-                await self._timed_sync(rt, pods_of)
         finally:
-            waker.cancel()
-            self.jobs.pop(rt.uid, None)
+            if self.jobs.get(rt.uid) is rt:
+                del self.jobs[rt.uid]
             if self.duration_slots is not None:
                 self.duration_slots.release(rt.uid)
-
-    @staticmethod
-    async def _wake_when_stopped(stopped: Any, rt: JobRuntime) -> None:
-        await stopped.wait()
-        rt.poke()
 
     async def _timed_sync(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
         """sync_safely, with the progress markers the liveness probe reads."""
@@ -315,6 +339,14 @@ class Controller:
         body = rt.body
         meta = body["metadata"]
         spec = body.get("spec") or {}
+        finalizers = list(meta.get("finalizers") or [])
+        if c.KOPF_FINALIZER in finalizers:
+            # Left by an operator version that ran each job as a kopf daemon.
+            kept = [f for f in finalizers if f != c.KOPF_FINALIZER]
+            patch = {"metadata": {"finalizers": kept or None}}
+            rt.offer(await self._patch(rt, self.kube.patch_job, patch, meta.get("resourceVersion")))
+            log.info("%s/%s: removed the old finalizer %s", rt.namespace, rt.name, c.KOPF_FINALIZER)
+            return 0.0
         if meta.get("deletionTimestamp") is None:
             defaults = spec_defaults_patch(spec)
             if defaults is not None:
@@ -391,7 +423,8 @@ class Controller:
         resource_version: object,
     ) -> JsonDict:
         """A merge patch with the resourceVersion it was computed from as precondition."""
-        patch = {"metadata": {"resourceVersion": resource_version}, **patch}
+        meta = {**patch.get("metadata", {}), "resourceVersion": resource_version}
+        patch = {**patch, "metadata": meta}
         try:
             result: JsonDict = await call(rt.namespace, rt.name, patch)
         except ApiError as exc:

@@ -6,8 +6,10 @@
 * ``pod_event`` -- any event of one of the operator's pods wakes its job's loop: a pod
   event reaches a decision without listing anything. Pods get no create/update
   handlers, so kopf never writes to a pod.
-* ``job_event`` -- a spec change wakes the job's loop immediately.
-* ``job_loop`` -- one daemon per ParallelJob runs its sync loop.
+* ``job_event`` -- the first event of a ParallelJob starts its sync loop (an asyncio
+  task, not a kopf daemon: a daemon would need a finalizer on every ParallelJob, and
+  deleting a job must never wait for the operator); later events wake it; DELETED
+  stops it and releases its pods' finalizers.
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``startup`` -- builds what the handlers share from the settings in kopf's memo
@@ -88,7 +90,6 @@ async def login(**_: Any) -> kopf.ConnectionInfo:
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     config: OperatorConfig = getattr(memo, "config", None) or OperatorConfig()
-    settings.persistence.finalizer = c.KOPF_FINALIZER
     settings.posting.enabled = False  # the operator posts its own Events
     settings.watching.label_selectors["", "v1", "pods"] = c.LABEL_CONTROLLER_UID
     settings.execution.max_workers = 2  # nothing runs in threads
@@ -111,6 +112,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
     app = _app(memo)
+    await app.controller.stop_all()
     if app.metrics_server is not None:
         await app.metrics_server.cleanup()
     await app.recorder.close()
@@ -160,27 +162,20 @@ async def pod_event(
 
 
 @kopf.on.event(c.GROUP, c.VERSION, c.PLURAL)
-async def job_event(event: kopf.RawEvent, uid: str | None, memo: Any, **_: Any) -> None:
-    rt = _app(memo).controller.jobs.get(uid or "")
-    obj = event.get("object")
-    if rt is None or not isinstance(obj, dict):
-        return
-    rv = obj.get("metadata", {}).get("resourceVersion")
-    rt.watched(rv)
-    if rt.offer(obj) and rv != rt.last_written_rv:
-        rt.poke()
-
-
-@kopf.daemon(c.GROUP, c.VERSION, c.PLURAL, cancellation_timeout=10.0)
-async def job_loop(
-    body: kopf.Body,
-    stopped: kopf.DaemonStopped,
-    memo: Any,
-    **kwargs: Any,
-) -> None:
+async def job_event(event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+    """Every job event (and the initial listing) drives that job's loop."""
     pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
-    raw = {key: body[key] for key in body}
-    await _app(memo).controller.run_job(raw, stopped, _pods_of(pods_by_job))
+    obj = event.get("object")
+    if not isinstance(obj, dict):
+        return
+    controller = _app(memo).controller
+    if event.get("type") == "DELETED":
+        meta = obj.get("metadata", {})
+        await controller.job_gone(
+            str(meta.get("uid", "")), str(meta.get("namespace", "")), _pods_of(pods_by_job)
+        )
+        return
+    controller.job_seen(obj, _pods_of(pods_by_job))
 
 
 @kopf.on.probe(id="progress")
