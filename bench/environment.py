@@ -1,0 +1,107 @@
+"""The bench's two operator settings, deploying the operator with one, and what a result
+file records about where it ran (versions, machine, commit)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .kube import Kube
+from .runner import REPO_ROOT, SYSTEM_NAMESPACE
+
+# kube-controller-manager's client defaults (--kube-api-qps / --kube-api-burst), which
+# its job controller runs with: the "equal API budget" gives the operator the same.
+KCM_QPS = "20"
+KCM_BURST = "30"
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    description: str
+    #: Operator configuration (manifests/config.env keys) for hack/deploy.sh.
+    config: dict[str, str]
+
+
+EQUAL = Setting(
+    "equal",
+    f"equal API budget: operator limited to the controller manager's client QPS {KCM_QPS} / "
+    f"burst {KCM_BURST}",
+    {"PJ_API_QPS": KCM_QPS, "PJ_API_BURST": KCM_BURST},
+)
+DEFAULTS = Setting("defaults", "defaults: each controller as shipped", {})
+SETTINGS = {s.name: s for s in (EQUAL, DEFAULTS)}
+
+
+def _config_keys() -> set[str]:
+    text = (REPO_ROOT / "manifests" / "config.env").read_text()
+    return set(re.findall(r"^([A-Z_][A-Z0-9_]*)=", text, re.M))
+
+
+def deploy_operator(setting: Setting, image: str | None) -> None:
+    """hack/deploy.sh local with exactly this setting's configuration: every other
+    operator variable unset (so config.env's values apply, whatever this shell has
+    exported), all namespaces watched; ``image`` skips the rebuild."""
+    env = {k: v for k, v in os.environ.items() if k not in _config_keys() | set(EQUAL.config)}
+    env.update(setting.config, PJ_WATCH_NAMESPACES="")
+    if image:
+        env["PJ_IMAGE"] = image
+    subprocess.run(
+        [str(REPO_ROOT / "hack" / "deploy.sh"), "local"],
+        env=env,
+        stdout=sys.stderr,
+        check=True,
+        timeout=1800,
+    )
+
+
+async def operator_deployment(kube: Kube) -> dict[str, Any]:
+    """The deployed operator's image and the configuration it runs with (its ConfigMap)."""
+    deployment = await kube.get(
+        f"/apis/apps/v1/namespaces/{SYSTEM_NAMESPACE}/deployments/paralleljob-operator"
+    )
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    config: dict[str, str] = {}
+    for source in container.get("envFrom") or []:
+        name = (source.get("configMapRef") or {}).get("name")
+        if name:
+            cm = await kube.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps/{name}")
+            config.update(cm.get("data") or {})
+    return {"image": container["image"], "config": config}
+
+
+def versions() -> dict[str, str]:
+    text = (REPO_ROOT / "hack" / "versions.env").read_text()
+    pins = dict(re.findall(r"^([A-Z_]+)=(\S+)", text, re.M))
+    pins["PYTHON"] = platform.python_version()
+    return pins
+
+
+def machine() -> dict[str, str]:
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    model = re.search(r"^model name\s*:\s*(.+)$", cpuinfo, re.M)
+    meminfo = Path("/proc/meminfo").read_text()
+    mem = re.search(r"^MemTotal:\s*(\d+) kB", meminfo, re.M)
+    return {
+        "cpus": str(os.cpu_count()),
+        "cpu_model": model.group(1).strip() if model else "unknown",
+        "memory_gib": f"{int(mem.group(1)) / 2**20:.1f}" if mem else "unknown",
+        "kernel": platform.release(),
+    }
+
+
+def git_commit() -> str:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", *args], cwd=REPO_ROOT, capture_output=True, text=True, check=False
+        ).stdout.strip()
+
+    commit = git("rev-parse", "--short=12", "HEAD")
+    dirty = git("status", "--porcelain", "--untracked-files=no", "--", "operator", "manifests")
+    return f"{commit}{' (operator/ or manifests/ modified)' if dirty else ''}"

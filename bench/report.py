@@ -1,0 +1,467 @@
+"""Rounds to results: medians with IQR per scenario and arm, operator/built-in ratios,
+the issue's targets met or missed, as markdown and JSON."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .runner import Round
+from .scenarios import Sizes
+from .stats import Spread, ratio
+from .workloads import Arm
+
+Summary = dict[tuple[str, Arm], dict[str, Spread]]
+
+# The process whose CPU and memory count as the controller's in each arm (the built-in
+# Job controller shares its process with every other controller of the manager).
+CONTROLLER_PROCESS = {Arm.BUILTIN: "kube-controller-manager", Arm.OPERATOR: "operator"}
+
+
+def round_values(r: Round) -> dict[str, float]:
+    """Every figure of a round: its metrics, calls per pod, the controller's usage."""
+    values = dict(r.metrics)
+    if r.calls_per_pod is not None:
+        values["calls_per_pod"] = r.calls_per_pod
+    usage = r.usage.get(CONTROLLER_PROCESS.get(r.arm, ""))
+    if usage:
+        values["controller_cpu_s"] = usage["cpu_seconds"]
+        values["controller_peak_rss_mb"] = usage["peak_rss_mb"]
+    return values
+
+
+def summarize(rounds: Sequence[Round]) -> Summary:
+    """Median and IQR of every figure over the rounds that did not fail."""
+    collected: dict[tuple[str, Arm], dict[str, list[float]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    for r in rounds:
+        if r.error is None:
+            for metric, value in round_values(r).items():
+                collected[(r.scenario, r.arm)][metric].append(value)
+    return {
+        key: {metric: Spread.of(values) for metric, values in metrics.items()}
+        for key, metrics in collected.items()
+    }
+
+
+def median(summary: Summary, scenario: str, arm: Arm, metric: str) -> float | None:
+    spread = summary.get((scenario, arm), {}).get(metric)
+    return spread.median if spread else None
+
+
+# ---------------------------------------------------------------- rows
+
+
+@dataclass(frozen=True)
+class Row:
+    scenario: str
+    metric: str
+    label: str
+
+
+def scenario_titles(sizes: Sizes) -> dict[str, str]:
+    s = sizes
+    one = f"one job, {s.one_job_completions} completions, parallelism {s.one_job_parallelism}"
+    reaction = f"{s.reaction_jobs} one-pod jobs at {s.reaction_rate:g}/s"
+    load_pj = f"under {s.background_jobs} running ParallelJobs"
+    load_job = f"under {s.background_jobs} running Jobs"
+    return {
+        "s1": f"1. {one}",
+        "s2": f"2. {s.many_jobs} jobs x {s.many_jobs_completions} completions, at once",
+        "s3": f"3. reaction: {reaction}",
+        "s4": f"4. parallelism 1 → {s.scale_to} on a running job",
+        "s5a-s1": f"5. scenario 1 {load_pj}",
+        "s5a-s3": f"5. scenario 3 {load_pj}",
+        "s5b-s1": f"5. scenario 1 {load_job}",
+        "s5b-s3": f"5. scenario 3 {load_job}",
+        "s6": f"6. {s.scale_jobs} jobs x {s.scale_completions} completions, at once",
+        "s7": f"7. idle: {s.idle_jobs} running jobs, {s.idle_window:g}s window",
+    }
+
+
+_THROUGHPUT = [("pods_per_s", "pods/s (10-90%)"), ("makespan_s", "makespan (s)")]
+_REACTION = [
+    ("first_pod_p50_ms", "created → first pod p50 (ms)"),
+    ("first_pod_p99_ms", "created → first pod p99 (ms)"),
+    ("complete_p50_ms", "last pod done → Complete p50 (ms)"),
+    ("complete_p99_ms", "last pod done → Complete p99 (ms)"),
+]
+_CALLS = [("calls_per_pod", "API calls per finished pod")]
+ROWS = [
+    *(Row("s1", m, label) for m, label in [*_THROUGHPUT, *_CALLS]),
+    *(Row("s2", m, label) for m, label in [("makespan_s", "makespan (s)"), *_CALLS]),
+    *(Row("s3", m, label) for m, label in [*_REACTION, *_CALLS]),
+    Row("s4", "scale_up_s", "change seen → all pods seen (s)"),
+    *(Row("s5a-s1", m, label) for m, label in _THROUGHPUT),
+    *(Row("s5a-s3", m, label) for m, label in _REACTION),
+    *(Row("s5b-s1", m, label) for m, label in _THROUGHPUT),
+    *(Row("s5b-s3", m, label) for m, label in _REACTION),
+    Row("s6", "jobs_complete", "jobs Complete"),
+    Row("s6", "makespan_s", "makespan (s)"),
+    Row("s6", "controller_peak_rss_mb", "controller peak RSS (MiB)"),
+    Row("s6", "controller_cpu_s", "controller CPU (s)"),
+    Row("s7", "status_writes_per_s", "status writes/s"),
+    Row("s7", "api_calls_per_s", "API calls/s"),
+]
+
+
+def fmt(spread: Spread | None) -> str:
+    if spread is None:
+        return "—"
+    if spread.n == 1:
+        return _num(spread.median)
+    return f"{_num(spread.median)} ({_num(spread.q1)}-{_num(spread.q3)})"
+
+
+def _num(value: float) -> str:
+    if abs(value) >= 100:
+        return f"{value:.0f}"
+    if abs(value) >= 10:
+        return f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def results_table(summary: Summary, sizes: Sizes) -> list[str]:
+    titles = scenario_titles(sizes)
+    lines = [
+        "| scenario | figure | built-in Job | ParallelJob | ParallelJob / Job | ceiling |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    previous = ""
+    for row in ROWS:
+        cells = {arm: summary.get((row.scenario, arm), {}).get(row.metric) for arm in Arm}
+        if not any(cells.values()):
+            continue
+        job, pj = cells[Arm.BUILTIN], cells[Arm.OPERATOR]
+        r = ratio(pj.median if pj else None, job.median if job else None)
+        title = titles[row.scenario] if row.scenario != previous else ""
+        previous = row.scenario
+        lines.append(
+            f"| {title} | {row.label} | {fmt(job)} | {fmt(pj)} | {_ratio(r)} | "
+            f"{fmt(cells[Arm.CEILING])} |"
+        )
+    return lines
+
+
+def calls_table(rounds: Sequence[Round], scenario: str) -> list[str]:
+    """API calls per finished pod by verb and resource (medians over rounds)."""
+    per_arm: dict[Arm, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rounds:
+        if r.scenario == scenario and r.error is None and r.finished_pods:
+            for key, n in r.calls.items():
+                per_arm[r.arm][key].append(n / r.finished_pods)
+    keys = sorted({k for calls in per_arm.values() for k in calls})
+    arms = [a for a in Arm if a in per_arm]
+    lines = [
+        "| call | " + " | ".join(a.label for a in arms) + " |",
+        "| --- |" + " --- |" * len(arms),
+    ]
+    for key in keys:
+        cells = [fmt(Spread.of(per_arm[a][key])) if per_arm[a][key] else "—" for a in arms]
+        lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
+    return lines
+
+
+# ---------------------------------------------------------------- targets
+
+
+@dataclass(frozen=True)
+class Verdict:
+    target: str
+    setting: str
+    observed: str
+    met: bool | None  # None: not measured
+
+
+Check = Callable[[dict[str, Summary], dict[str, list[Round]], Sizes], list[Verdict]]
+
+
+def _compare(
+    target: str,
+    setting: str,
+    observed: float | None,
+    bound: float | None,
+    *,
+    at_most: bool,
+    show: Callable[[float, float], str],
+) -> Verdict:
+    if observed is None or bound is None:
+        return Verdict(target, setting, "not measured", None)
+    met = observed <= bound if at_most else observed >= bound
+    return Verdict(target, setting, show(observed, bound), met)
+
+
+def _throughput_targets(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    out = []
+    if "equal" in summaries:
+        s = summaries["equal"]
+        pj, job = (median(s, "s1", a, "pods_per_s") for a in (Arm.OPERATOR, Arm.BUILTIN))
+        out.append(
+            _compare(
+                "S1 pods/s ≥ 1.0x built-in",
+                "equal",
+                pj,
+                job,
+                at_most=False,
+                show=lambda o, b: f"{o:.1f} vs {b:.1f} pods/s ({o / b:.2f}x)",
+            )
+        )
+    if "defaults" in summaries:
+        s = summaries["defaults"]
+        pj, job = (median(s, "s1", a, "makespan_s") for a in (Arm.OPERATOR, Arm.BUILTIN))
+        out.append(
+            _compare(
+                "S1 makespan ≤ 0.3x built-in",
+                "defaults",
+                pj,
+                None if job is None else 0.3 * job,
+                at_most=True,
+                show=lambda o, b: f"{o:.1f}s vs {b / 0.3:.1f}s ({o / b * 0.3:.2f}x)",
+            )
+        )
+        pj, top = (median(s, "s1", a, "pods_per_s") for a in (Arm.OPERATOR, Arm.CEILING))
+        out.append(
+            _compare(
+                "S1 pods/s ≥ 70% of the ceiling",
+                "defaults",
+                pj,
+                None if top is None else 0.7 * top,
+                at_most=False,
+                show=lambda o, b: f"{o:.1f} vs {b / 0.7:.1f} pods/s ({o / b * 0.7:.0%})",
+            )
+        )
+    return out
+
+
+def _reaction_targets(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    out = []
+    for setting, s in summaries.items():
+        for metric, bound, label in [
+            ("first_pod_p50_ms", 50.0, "S3 created → first pod p50 < 50 ms"),
+            ("first_pod_p99_ms", 250.0, "S3 created → first pod p99 < 250 ms"),
+            ("complete_p50_ms", 200.0, "S3 last pod → Complete p50 < 200 ms"),
+        ]:
+            value = median(s, "s3", Arm.OPERATOR, metric)
+            out.append(
+                _compare(
+                    label,
+                    setting,
+                    value,
+                    bound,
+                    at_most=True,
+                    show=lambda o, b: f"{o:.0f} ms",
+                )
+            )
+    return out
+
+
+def _load_targets(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    out = []
+    for setting, s in summaries.items():
+        for loaded, idle, metric, more_is_better in [
+            ("s5a-s1", "s1", "pods_per_s", True),
+            ("s5a-s3", "s3", "first_pod_p50_ms", False),
+            ("s5a-s3", "s3", "complete_p50_ms", False),
+        ]:
+            value = median(s, loaded, Arm.OPERATOR, metric)
+            base = median(s, idle, Arm.OPERATOR, metric)
+            bound = None if base is None else base * (0.8 if more_is_better else 1.2)
+            out.append(
+                _compare(
+                    f"S5 ParallelJob {metric} under load within 20% of idle",
+                    setting,
+                    value,
+                    bound,
+                    at_most=not more_is_better,
+                    show=lambda o, b: f"{o:.3g} (idle {b:.3g} ±20% bound)",
+                )
+            )
+        for metric, more_is_better in [("pods_per_s", True), ("first_pod_p50_ms", False)]:
+            scenario = "s5a-s1" if metric == "pods_per_s" else "s5a-s3"
+            other = scenario.replace("s5a", "s5b")
+            value = median(s, scenario, Arm.BUILTIN, metric)
+            own = median(s, other, Arm.BUILTIN, metric)
+            # Medians of a few rounds wobble: "not worse" allows 10% of noise.
+            bound = None if own is None else own * (0.9 if more_is_better else 1.1)
+            out.append(
+                _compare(
+                    f"S5 built-in {metric} under the operator's load not worse than under its own",
+                    setting,
+                    value,
+                    bound,
+                    at_most=not more_is_better,
+                    show=lambda o, b: f"{o:.3g} vs {b:.3g} (bound incl. 10% noise)",
+                )
+            )
+    return out
+
+
+def _calls_targets(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    out = []
+    for setting, s in summaries.items():
+        for scenario in ("s1", "s2", "s3"):
+            pj, job = (median(s, scenario, a, "calls_per_pod") for a in (Arm.OPERATOR, Arm.BUILTIN))
+            out.append(
+                _compare(
+                    f"API calls per finished pod ≤ built-in ({scenario.upper()})",
+                    setting,
+                    pj,
+                    job,
+                    at_most=True,
+                    show=lambda o, b: f"{o:.2f} vs {b:.2f}",
+                )
+            )
+    return out
+
+
+def _scale_targets(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    out = []
+    for setting, rs in rounds.items():
+        mine = [r for r in rs if r.scenario == "s6" and r.arm is Arm.OPERATOR]
+        if not mine:
+            continue
+        complete = [r.metrics.get("jobs_complete", 0) for r in mine]
+        all_done = all(r.error is None for r in mine) and min(complete) >= sizes.scale_jobs
+        out.append(
+            Verdict(
+                "S6 every job completes",
+                setting,
+                f"{len([r for r in mine if r.error is None])}/{len(mine)} rounds complete",
+                all_done,
+            )
+        )
+        rss = summaries[setting].get(("s6", Arm.OPERATOR), {}).get("controller_peak_rss_mb")
+        out.append(
+            _compare(
+                "S6 operator peak RSS < 250 MB",
+                setting,
+                rss.max if rss else None,
+                250 * 1e6 / 2**20,
+                at_most=True,
+                show=lambda o, b: f"{o * 2**20 / 1e6:.0f} MB (max over rounds)",
+            )
+        )
+    return out
+
+
+def _idle_targets(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    if "defaults" not in summaries:
+        return []
+    value = median(summaries["defaults"], "s7", Arm.OPERATOR, "status_writes_per_s")
+    return [
+        _compare(
+            f"S7 ≤ 10 status writes/s with {sizes.idle_jobs} idle jobs",
+            "defaults",
+            value,
+            10.0,
+            at_most=True,
+            show=lambda o, b: f"{o:.1f}/s",
+        )
+    ]
+
+
+CHECKS: list[Check] = [
+    _throughput_targets,
+    _reaction_targets,
+    _load_targets,
+    _calls_targets,
+    _scale_targets,
+    _idle_targets,
+]
+
+
+def verdicts(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    return [v for check in CHECKS for v in check(summaries, rounds, sizes)]
+
+
+def targets_table(found: Sequence[Verdict]) -> list[str]:
+    lines = ["| target (issue 7) | setting | observed | |", "| --- | --- | --- | --- |"]
+    for v in found:
+        mark = {True: "met", False: "**missed**", None: "n/a"}[v.met]
+        lines.append(f"| {v.target} | {v.setting} | {v.observed} | {mark} |")
+    return lines
+
+
+# ---------------------------------------------------------------- documents
+
+
+def markdown(
+    meta: dict[str, Any],
+    rounds: dict[str, list[Round]],
+    summaries: dict[str, Summary],
+    sizes: Sizes,
+    plots: Sequence[str],
+) -> str:
+    out = [f"# `make bench` results, {meta['date']}{' (quick mode)' if meta['quick'] else ''}", ""]
+    out += [
+        f"Commit {meta['commit']}; {meta['rounds']} round(s) per arm, arms alternating "
+        "(Job, ParallelJob, ...); figures are medians with the interquartile range in "
+        "brackets; latencies are watch receive-time differences seen by one observer. "
+        f"Run took {meta['duration_min']:.0f} min.",
+        "",
+        "**Versions**: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        "",
+        "**Machine**: " + ", ".join(f"{k} {v}" for k, v in meta["machine"].items()),
+        "",
+    ]
+    for name, info in meta["settings"].items():
+        config = ", ".join(f"{k}={v}" for k, v in sorted(info["operator"]["config"].items()))
+        out += [
+            f"## Setting: {info['description']}",
+            "",
+            f"Operator image `{info['operator']['image']}`, configuration: {config or '(none)'}. "
+            "Built-in Job controller: kube-controller-manager defaults (client QPS 20, burst 30, "
+            "5 concurrent job syncs).",
+            "",
+            *results_table(summaries[name], sizes),
+            "",
+            "API calls per finished pod, scenario 1, by verb and resource (audit log):",
+            "",
+            *calls_table(rounds[name], "s1"),
+            "",
+        ]
+        failed = [r for r in rounds[name] if r.error]
+        if failed:
+            out += ["Rounds that failed:", ""]
+            out += [f"* {r.scenario} {r.arm.label} round {r.index}: {r.error}" for r in failed]
+            out += [""]
+    out += ["## Targets", "", *targets_table(verdicts(summaries, rounds, sizes)), ""]
+    out += ["## Plots", "", *(f"![{p}]({p})" for p in plots), ""]
+    return "\n".join(out)
+
+
+def to_json(
+    meta: dict[str, Any], rounds: dict[str, list[Round]], summaries: dict[str, Summary]
+) -> dict[str, Any]:
+    return {
+        "meta": meta,
+        "summary": {
+            setting: {
+                f"{scenario}/{arm.value}": {m: vars(sp) for m, sp in metrics.items()}
+                for (scenario, arm), metrics in summary.items()
+            }
+            for setting, summary in summaries.items()
+        },
+        "rounds": {setting: [r.to_json() for r in rs] for setting, rs in rounds.items()},
+    }

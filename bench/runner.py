@@ -1,0 +1,271 @@
+"""What every round shares: a fresh namespace, the observer, the audit window, the
+resource sampler, progress lines, and the round's outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from . import audit, procstat
+from .kube import ApiError, Kube
+from .observer import BenchTimeout, Observer
+from .workloads import Arm, jobs_path, pods_path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CLUSTER_DIR = REPO_ROOT / ".cluster"
+SYSTEM_NAMESPACE = "paralleljob-system"
+OPERATOR_SELECTOR = "app.kubernetes.io/component=operator"
+
+# The identity each arm's pods are driven by, in the audit log.
+USERS = {
+    Arm.BUILTIN: audit.JOB_CONTROLLER,
+    Arm.OPERATOR: audit.OPERATOR,
+    Arm.CEILING: audit.CEILING,
+}
+# How long a controller's trailing calls (events, the last status write) may take to
+# show in the audit log after the observer saw the round finish.
+SETTLE_QUIET_SECONDS = 0.5
+SETTLE_LIMIT_SECONDS = 20.0
+
+
+@dataclass
+class Outcome:
+    """What a scenario's body measured."""
+
+    metrics: dict[str, float]
+    #: Pods that finished (Succeeded) in the round: the divisor of calls per pod.
+    finished_pods: int = 0
+    #: Raw per-event figures for plots (seconds).
+    series: dict[str, list[float]] = field(default_factory=dict)
+    #: False for rounds whose pods never finish (nothing to wait out in the audit log).
+    settle: bool = True
+
+
+@dataclass
+class Round:
+    scenario: str
+    arm: Arm
+    index: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    series: dict[str, list[float]] = field(default_factory=dict)
+    calls: dict[str, int] = field(default_factory=dict)
+    calls_per_pod: float | None = None
+    finished_pods: int = 0
+    usage: dict[str, dict[str, float]] = field(default_factory=dict)
+    seconds: float = 0.0
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "arm": self.arm.value,
+            "round": self.index,
+            "metrics": self.metrics,
+            "calls": self.calls,
+            "calls_per_pod": self.calls_per_pod,
+            "finished_pods": self.finished_pods,
+            "usage": self.usage,
+            "seconds": round(self.seconds, 1),
+            "error": self.error,
+            "series": {k: [round(v, 4) for v in vs] for k, vs in self.series.items()},
+        }
+
+
+Body = Callable[["Bench", Arm, str, Observer], Awaitable[Outcome]]
+
+
+class Bench:
+    """The cluster connection and the shared machinery of every round."""
+
+    def __init__(self, kube: Kube, *, progress_every: float, defer_deletion: bool) -> None:
+        self.kube = kube
+        self.progress_every = progress_every
+        # Quick mode lets a round's namespace go while the next round runs (the
+        # namespace controller's QPS-limited sweep takes seconds even when it is empty);
+        # a measuring run waits for it, so that no deletion overlaps a measurement.
+        self.defer_deletion = defer_deletion
+        self._deleting: list[str] = []
+        self.started = time.monotonic()
+        self.audit_log = CLUSTER_DIR / "logs" / "audit.log"
+        self._operator_container = ""
+
+    def log(self, message: str) -> None:
+        elapsed = int(time.monotonic() - self.started)
+        print(
+            f"[bench {elapsed // 60:3d}:{elapsed % 60:02d}] {message}", file=sys.stderr, flush=True
+        )
+
+    # ---------------------------------------------------------------- processes
+
+    async def refresh_operator(self) -> None:
+        """Finds the operator's container (after a deploy) for the resource sampler."""
+        pods = await self.kube.get(
+            f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=OPERATOR_SELECTOR
+        )
+        running = [p for p in pods["items"] if (p.get("status") or {}).get("phase") == "Running"]
+        if len(running) != 1:
+            raise RuntimeError(f"expected one running operator pod, found {len(running)}")
+        container_id = running[0]["status"]["containerStatuses"][0].get("containerID", "")
+        self._operator_container = container_id.rpartition("://")[2]
+
+    def finders(self) -> dict[str, Callable[[], list[int]]]:
+        """The processes whose CPU and memory each round reports."""
+        pid_dir = CLUSTER_DIR / "pids"
+
+        def component(name: str) -> Callable[[], list[int]]:
+            return lambda: procstat.pid_file_pids(pid_dir / f"{name}.pid")
+
+        container = self._operator_container
+        return {
+            "operator": lambda: procstat.container_pids(container) if container else [],
+            "kube-controller-manager": component("kube-controller-manager"),
+            "kube-apiserver": component("kube-apiserver"),
+            "etcd": component("etcd"),
+            "kwok": component("kwok"),
+        }
+
+    # ---------------------------------------------------------------- namespaces
+
+    @asynccontextmanager
+    async def namespace(self, purpose: str) -> AsyncIterator[str]:
+        """A fresh namespace, deleted afterwards; the block ends once it is gone."""
+        name = f"pj-bench-{purpose}-{secrets.token_hex(3)}"
+        await self.kube.create(
+            "/api/v1/namespaces",
+            {"metadata": {"name": name, "labels": {"paralleljob.dev/bench": "true"}}},
+        )
+        try:
+            # Pods are rejected until the namespace's default ServiceAccount exists.
+            await poll(
+                lambda: self._exists(f"/api/v1/namespaces/{name}/serviceaccounts/default"),
+                timeout=60,
+                what=f"the default ServiceAccount of {name}",
+            )
+            yield name
+        finally:
+            if self.defer_deletion:
+                await self._start_deletion(name)
+                self._deleting.append(name)
+            else:
+                await self.delete_namespace(name)
+
+    async def delete_namespace(self, name: str) -> None:
+        started = time.monotonic()
+        await self._start_deletion(name)
+        await self._wait_gone(name)
+        self.log(f"  namespace {name} deleted in {time.monotonic() - started:.1f}s")
+
+    async def wait_deletions(self) -> None:
+        """Waits for the namespaces whose deletion was deferred to be gone."""
+        while self._deleting:
+            await self._wait_gone(self._deleting.pop())
+
+    async def _start_deletion(self, name: str) -> None:
+        try:
+            await self.kube.delete(f"/api/v1/namespaces/{name}")
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+
+    async def _wait_gone(self, name: str) -> None:
+        await poll(
+            lambda: self._gone(f"/api/v1/namespaces/{name}"),
+            timeout=900,
+            what=f"namespace {name} to be deleted",
+        )
+
+    async def _exists(self, path: str) -> bool:
+        return not await self._gone(path)
+
+    async def _gone(self, path: str) -> bool:
+        try:
+            await self.kube.get(path)
+        except ApiError as exc:
+            if exc.status == 404:
+                return True
+            raise
+        return False
+
+    # ---------------------------------------------------------------- rounds
+
+    async def run_round(self, scenario: str, arm: Arm, index: int, body: Body) -> Round:
+        """One measured round of ``body`` for ``arm`` in a fresh namespace."""
+        result = Round(scenario, arm, index)
+        started = time.monotonic()
+        self.log(f"{scenario} {arm.label} round {index}: start")
+        async with self.namespace(f"{scenario}-{arm.value.lower()[:3]}") as ns:
+            watched_jobs = None if arm is Arm.CEILING else jobs_path(arm, ns)
+            async with Observer(self.kube, pods_path(ns), watched_jobs) as seen:
+                cursor = audit.AuditCursor(self.audit_log)
+                window_start = datetime.now(UTC)
+                reporter = asyncio.create_task(self._report_progress(scenario, arm, seen))
+                try:
+                    async with procstat.Sampler(self.finders()) as usage:
+                        outcome = await body(self, arm, ns, seen)
+                        if outcome.settle:
+                            await self._settle(USERS[arm], ns)
+                    result.metrics = outcome.metrics
+                    result.series = outcome.series
+                    result.usage = usage.summary()
+                    counts = audit.count_events(
+                        cursor.lines(),
+                        window_start,
+                        datetime.now(UTC),
+                        users=[USERS[arm]],
+                        namespace=ns,
+                    )
+                    result.calls = audit.by_user(counts, USERS[arm])
+                    result.finished_pods = outcome.finished_pods
+                    result.calls_per_pod = calls_per_pod(result.calls, outcome.finished_pods)
+                except (BenchTimeout, ApiError, ValueError) as exc:
+                    result.error = str(exc)
+                    self.log(f"{scenario} {arm.label} round {index}: FAILED: {exc}")
+                finally:
+                    reporter.cancel()
+        result.seconds = time.monotonic() - started
+        self.log(f"{scenario} {arm.label} round {index}: {format_metrics(result.metrics)}")
+        return result
+
+    async def _report_progress(self, scenario: str, arm: Arm, seen: Observer) -> None:
+        while True:
+            await asyncio.sleep(self.progress_every)
+            self.log(f"  {scenario} {arm.label}: {seen.progress()}")
+
+    async def _settle(self, user: str, namespace: str) -> None:
+        """Waits until ``user`` made no call in ``namespace`` for a moment, so that its
+        trailing calls (events, the final status write) are counted; gives up after
+        SETTLE_LIMIT_SECONDS (a controller that never goes quiet)."""
+        tail = audit.AuditCursor(self.audit_log)
+        deadline = time.monotonic() + SETTLE_LIMIT_SECONDS
+        while time.monotonic() < deadline:
+            await asyncio.sleep(SETTLE_QUIET_SECONDS)
+            if not any(user in line and namespace in line for line in tail.take()):
+                return
+
+
+def calls_per_pod(calls: dict[str, int], pods: int) -> float | None:
+    """API calls per finished pod, watches left out (one per controller, not per pod)."""
+    if pods <= 0:
+        return None
+    return sum(n for key, n in calls.items() if not key.startswith("watch ")) / pods
+
+
+def format_metrics(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:.3g}" for k, v in metrics.items()) or "no figures"
+
+
+async def poll(probe: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> None:
+    """Re-evaluates ``probe`` every 0.25 s until it holds; BenchTimeout after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not await probe():
+        if time.monotonic() >= deadline:
+            raise BenchTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
+        await asyncio.sleep(0.25)

@@ -1,0 +1,338 @@
+"""The scenarios of issue 7, each a round body for any arm, and their sizes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from . import audit, ceiling
+from .observer import JobRecord, Observer, PodRecord
+from .runner import USERS, Bench, Body, Outcome
+from .stats import percentile, window_rate
+from .workloads import INSTANT, LONG, Arm, job, jobs_path, pods_path
+
+# Requests the bench has in flight when it creates many jobs "at once".
+CREATE_CONCURRENCY = 50
+
+
+@dataclass(frozen=True)
+class Sizes:
+    rounds: int
+    #: One discarded round of scenario 1 per arm after each deploy.
+    warmup: bool
+    one_job_completions: int
+    one_job_parallelism: int
+    many_jobs: int
+    many_jobs_completions: int
+    reaction_jobs: int
+    reaction_rate: float
+    scale_to: int
+    background_jobs: int
+    scale_jobs: int
+    scale_completions: int
+    idle_jobs: int
+    idle_window: float
+    progress_every: float
+
+
+FULL = Sizes(
+    rounds=5,
+    warmup=True,
+    one_job_completions=1000,
+    one_job_parallelism=100,
+    many_jobs=200,
+    many_jobs_completions=5,
+    reaction_jobs=200,
+    reaction_rate=20,
+    scale_to=50,
+    background_jobs=500,
+    scale_jobs=2000,
+    scale_completions=2,
+    idle_jobs=500,
+    idle_window=60,
+    progress_every=15,
+)
+
+QUICK = Sizes(
+    rounds=1,
+    warmup=False,
+    one_job_completions=20,
+    one_job_parallelism=10,
+    many_jobs=4,
+    many_jobs_completions=2,
+    reaction_jobs=10,
+    reaction_rate=20,
+    scale_to=5,
+    background_jobs=10,
+    scale_jobs=10,
+    scale_completions=2,
+    idle_jobs=5,
+    idle_window=3,
+    progress_every=5,
+)
+
+
+def deadline_for(pods: int) -> float:
+    """A round's deadline: generous (2 pods/s is far below either controller), so that
+    only a controller that stops making progress misses it."""
+    return 120 + pods / 2
+
+
+async def create_jobs(
+    bench: Bench,
+    arm: Arm,
+    namespace: str,
+    count: int,
+    *,
+    completions: int,
+    parallelism: int,
+    duration: str = INSTANT,
+) -> None:
+    """``count`` jobs named job-NNNNN, created at once (CREATE_CONCURRENCY in flight)."""
+    slots = asyncio.Semaphore(CREATE_CONCURRENCY)
+
+    async def one(i: int) -> None:
+        name = f"job-{i:05d}"
+        body = job(arm, name, completions=completions, parallelism=parallelism, duration=duration)
+        async with slots:
+            await bench.kube.create(jobs_path(arm, namespace), body)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+def _pods_by_owner(seen: Observer) -> dict[str, list[PodRecord]]:
+    grouped: dict[str, list[PodRecord]] = defaultdict(list)
+    for pod in seen.pods.values():
+        if pod.owner:
+            grouped[pod.owner].append(pod)
+    return grouped
+
+
+def _completed(seen: Observer, name: str) -> JobRecord | None:
+    record = seen.job_named(name)
+    return record if record is not None and record.complete is not None else None
+
+
+# ---------------------------------------------------------------- 1. one big job
+
+
+def one_job(completions: int, parallelism: int) -> Body:
+    """Scenario 1 (and the ceiling): steady-state pods/s and makespan of one job."""
+
+    async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
+        if arm is Arm.CEILING:
+            return await ceiling.run(
+                bench,
+                ns,
+                seen,
+                pods=completions,
+                concurrency=parallelism,
+                timeout=deadline_for(completions),
+            )
+        await bench.kube.create(
+            jobs_path(arm, ns),
+            job(arm, "bench", completions=completions, parallelism=parallelism),
+        )
+        record = await seen.wait_for(
+            lambda: _completed(seen, "bench"),
+            timeout=deadline_for(completions),
+            what=f"the {arm.value} to complete",
+        )
+        assert record.complete is not None
+        times = seen.succeeded_times(seen.job_uid("bench"))
+        return Outcome(
+            metrics={
+                "pods_per_s": window_rate(times),
+                "makespan_s": record.complete - record.added,
+            },
+            finished_pods=len(times),
+            series={"succeeded": [t - record.added for t in times]},
+        )
+
+    return body
+
+
+# ---------------------------------------------------------------- 2. many small jobs
+
+
+def many_jobs(count: int, completions: int) -> Body:
+    """Scenario 2: ``count`` jobs of ``completions`` pods, all in parallel, created at
+    once: makespan from the first job seen to the last one Complete."""
+
+    async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
+        await create_jobs(bench, arm, ns, count, completions=completions, parallelism=completions)
+        await seen.wait_for(
+            lambda: seen.complete >= count,
+            timeout=deadline_for(count * completions),
+            what=f"{count} {arm.value}s to complete",
+        )
+        first = min(j.added for j in seen.jobs.values())
+        last = max(j.complete for j in seen.jobs.values() if j.complete is not None)
+        times = seen.succeeded_times()
+        return Outcome(
+            metrics={"makespan_s": last - first, "pods_per_s": window_rate(times)},
+            finished_pods=len(times),
+        )
+
+    return body
+
+
+# ---------------------------------------------------------------- 3. reaction
+
+
+def reaction(count: int, rate: float) -> Body:
+    """Scenario 3: ``count`` one-pod jobs created at a steady ``rate``: created → first
+    pod, and last pod Succeeded → Complete, per job (ms percentiles)."""
+
+    async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
+        start = time.monotonic()
+        creates = []
+        for i in range(count):
+            # Pacing, not synchronisation: job i is due at start + i/rate.
+            await asyncio.sleep(max(0.0, start + i / rate - time.monotonic()))
+            body = job(arm, f"job-{i:05d}", completions=1, parallelism=1)
+            creates.append(asyncio.create_task(bench.kube.create(jobs_path(arm, ns), body)))
+        await asyncio.gather(*creates)
+        await seen.wait_for(
+            lambda: seen.complete >= count,
+            timeout=deadline_for(count),
+            what=f"{count} {arm.value}s to complete",
+        )
+        first_pod, complete = reaction_latencies(seen)
+        return Outcome(
+            metrics={
+                "first_pod_p50_ms": percentile(first_pod, 50) * 1000,
+                "first_pod_p99_ms": percentile(first_pod, 99) * 1000,
+                "complete_p50_ms": percentile(complete, 50) * 1000,
+                "complete_p99_ms": percentile(complete, 99) * 1000,
+            },
+            finished_pods=seen.succeeded,
+            series={"first_pod": first_pod, "complete": complete},
+        )
+
+    return body
+
+
+def reaction_latencies(seen: Observer) -> tuple[list[float], list[float]]:
+    """Per job: its first pod seen - the job seen; Complete seen - its last pod seen
+    Succeeded (seconds)."""
+    pods = _pods_by_owner(seen)
+    first_pod: list[float] = []
+    complete: list[float] = []
+    for uid, record in seen.jobs.items():
+        own = pods.get(uid, [])
+        if own:
+            first_pod.append(min(p.added for p in own) - record.added)
+        done = [p.succeeded for p in own if p.succeeded is not None]
+        if record.complete is not None and done:
+            complete.append(record.complete - max(done))
+    return first_pod, complete
+
+
+# ---------------------------------------------------------------- 4. scale up
+
+
+def scale_up(target: int) -> Body:
+    """Scenario 4: a running job (long pods) at parallelism 1 is patched to ``target``:
+    the time from the change being seen to ``target`` pods seen."""
+
+    async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
+        spec = job(arm, "bench", completions=2 * target, parallelism=1, duration=LONG)
+        await bench.kube.create(jobs_path(arm, ns), spec)
+        await seen.wait_for(lambda: seen.running >= 1, timeout=120, what="the first pod")
+        uid = seen.job_uid("bench")
+        assert uid is not None
+        await bench.kube.patch(jobs_path(arm, ns, "bench"), {"spec": {"parallelism": target}})
+        await seen.wait_for(
+            lambda: seen.pods_by_job[uid] >= target,
+            timeout=deadline_for(target),
+            what=f"{target} pods",
+        )
+        changed = seen.jobs[uid].parallelism_seen[target]
+        added = sorted(p.added for p in seen.pods.values() if p.owner == uid)
+        return Outcome(metrics={"scale_up_s": added[target - 1] - changed}, settle=False)
+
+    return body
+
+
+# ---------------------------------------------------------------- 5. background load
+
+
+@asynccontextmanager
+async def background(bench: Bench, arm: Arm, count: int) -> AsyncIterator[str]:
+    """``count`` one-pod jobs of ``arm`` whose pods run for the whole block."""
+    async with bench.namespace(f"bg-{arm.value.lower()[:3]}") as ns:
+        bench.log(f"background: {count} {arm.value}s with long pods in {ns}")
+        async with Observer(bench.kube, pods_path(ns), None) as seen:
+            await create_jobs(bench, arm, ns, count, completions=1, parallelism=1, duration=LONG)
+            await seen.wait_for(
+                lambda: seen.running >= count,
+                timeout=deadline_for(count),
+                what=f"{count} background pods running",
+            )
+        bench.log(f"background: {count} {arm.value} pods running")
+        yield ns
+
+
+# ---------------------------------------------------------------- 6. scale
+
+
+def scale(count: int, completions: int) -> Body:
+    """Scenario 6: ``count`` small jobs alive at once; all must complete. The
+    controller's CPU and peak RSS come from the round's resource sampler."""
+
+    async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
+        await create_jobs(bench, arm, ns, count, completions=completions, parallelism=completions)
+        await seen.wait_for(
+            lambda: seen.complete >= count,
+            timeout=deadline_for(count * completions) * 2,
+            what=f"{count} {arm.value}s to complete",
+        )
+        first = min(j.added for j in seen.jobs.values())
+        last = max(j.complete for j in seen.jobs.values() if j.complete is not None)
+        return Outcome(
+            metrics={"makespan_s": last - first, "jobs_complete": float(seen.complete)},
+            finished_pods=seen.succeeded,
+        )
+
+    return body
+
+
+# ---------------------------------------------------------------- 7. idle cost
+
+
+def idle(count: int, window: float) -> Body:
+    """Scenario 7: ``count`` jobs whose pods run and nothing changes: the controller's
+    status writes (and all its calls) per second over ``window`` seconds."""
+
+    async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
+        await create_jobs(bench, arm, ns, count, completions=1, parallelism=1, duration=LONG)
+        await seen.wait_for(
+            lambda: seen.ready >= count,
+            timeout=deadline_for(count),
+            what=f"{count} jobs reporting their pod ready",
+        )
+        cursor = audit.AuditCursor(bench.audit_log)
+        start = datetime.now(UTC)
+        # The measurement itself: what the controller does while nothing happens.
+        await asyncio.sleep(window)
+        counts = audit.count_events(
+            cursor.lines(), start, datetime.now(UTC), users=[USERS[arm]], namespace=ns
+        )
+        writes = sum(
+            n
+            for k, n in counts.items()
+            if k.resource.endswith("/status") and k.verb in ("patch", "update")
+        )
+        calls = sum(n for k, n in counts.items() if k.verb != "watch")
+        return Outcome(
+            metrics={"status_writes_per_s": writes / window, "api_calls_per_s": calls / window},
+            settle=False,
+        )
+
+    return body
