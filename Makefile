@@ -41,8 +41,8 @@ run: venv ## Run the operator locally against $KUBECONFIG
 	$(VENV)/bin/paralleljob-operator
 
 lint: prereqs venv ## ruff, mypy and shellcheck
-	$(VENV)/bin/ruff check operator tests hack
-	$(VENV)/bin/ruff format --check operator tests hack
+	$(VENV)/bin/ruff check operator tests hack bench
+	$(VENV)/bin/ruff format --check operator tests hack bench
 	$(VENV)/bin/mypy
 	shellcheck -S warning hack/*.sh
 
@@ -80,3 +80,16 @@ demo: ## The four seed workloads, operator in-cluster (DEMO_CLUSTER=kind for kin
 
 docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)
 	@hack/dockerd.sh stop
+
+# --- Benchmark (bench/, README "Benchmark"): the local cluster only (audit log, /proc),
+# started first if it does not answer, as make demo does.
+.PHONY: bench bench-quick
+LOCAL_CLUSTER_UP = kubectl --kubeconfig .cluster/kubeconfig version >/dev/null 2>&1 || $(MAKE) --no-print-directory cluster
+
+bench: venv ## Benchmark against the built-in Job controller (hours; BENCH_QUICK=1: minutes)
+	@$(LOCAL_CLUSTER_UP)
+	$(PYTHON) -m bench
+
+bench-quick: venv ## The benchmark scaled down, every scenario once (a smoke test, ~3 minutes)
+	@$(LOCAL_CLUSTER_UP)
+	$(PYTHON) -m bench --quick
