@@ -112,8 +112,8 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
             rt = JobRuntime(fake.job)
             await controller.sync(rt, fake.pods_of)  # creates its pods, writes status
             # A minute later, nothing changed but the DURATION text ("0s" -> "60s").
-            earlier = datetime.fromisoformat(fake.job["status"]["startTime"]) - timedelta(seconds=60)
-            fake.job["status"]["startTime"] = format_time(earlier)
+            started = datetime.fromisoformat(fake.job["status"]["startTime"])
+            fake.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
             rt.offer(copy.deepcopy(fake.job))
             runtimes.append(rt)
         waits = []
