@@ -24,12 +24,13 @@ from . import metrics
 from .core import (
     CoreConfig,
     Event,
-    Finished,
     PodOutcome,
     PodPlan,
     SyncInput,
-    finish,
+    SyncResult,
+    count_and_enact,
     plan_pods,
+    sync_context,
     track,
 )
 from .events import EventRecorder, JobRef
@@ -367,20 +368,21 @@ class Controller:
             expected_removed_finalizers=expected_rm,
             config=self.config.core,
         )
-        plan = plan_pods(inp)
+        ctx = sync_context(inp)
+        plan = plan_pods(ctx)
         started = time.monotonic()
         result = "error"
         outcome = PodOutcome()
         try:
             outcome, retry_in = await self._apply(rt, body, plan)
-            tracked = track(inp, plan, outcome)
+            tracked = track(ctx, plan, outcome)
             self._emit(rt, tracked.events)
             removed: list[str] = []
             if tracked.remove_finalizers:
                 # Step 1 must be durable before any finalizer goes.
                 await self._write_status(rt, tracked.status)
                 removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
-            done = finish(inp, tracked, removed, plan)
+            done = count_and_enact(ctx, tracked, removed, plan)
             refresh_in = await self._write_final_status(rt, job.status, done)
             result = "success"
         finally:
@@ -435,7 +437,7 @@ class Controller:
         return result
 
     async def _write_final_status(
-        self, rt: JobRuntime, before: JobStatus, done: Finished
+        self, rt: JobRuntime, before: JobStatus, done: SyncResult
     ) -> float | None:
         """The sync's last status write; when DURATION is all it would change, only in
         this job's slot of the DURATION refresh budget. Returns when to sync again for

@@ -1,19 +1,24 @@
 """The decision core: the batch/v1 Job controller's syncJob as pure functions.
 
 Given a job, its pods (from the operator's cache) and the time, the core says what
-to do; it never does I/O. One sync runs in three steps, each a pure function whose
-inputs include what the previous step's API calls achieved, exactly as upstream
-interleaves them (``pkg/controller/job/job_controller.go``):
+to do; it never does I/O. :func:`sync_context` reads the job once per sync (syncJob's
+``syncJobCtx``: the counts, the start time, the verdict on the job); then one sync
+runs in three steps, each a pure function of that context and of what the previous
+step's API calls achieved, exactly as upstream interleaves them
+(``pkg/controller/job/job_controller.go``):
 
-1. :func:`plan_pods` -- manageJob: pods to create, or pods to delete (deletes win),
-   and when to look again (back-off, active deadline).
+1. :func:`plan_pods` -- manageJob, or deleteActivePods once the job has a verdict:
+   pods to create, or pods to delete (deletes win), and when to look again
+   (back-off, active deadline).
 2. :func:`track` -- given which creates/deletes succeeded: the status to write
    *before* any finalizer is removed (finished pods recorded by UID in
    ``uncountedTerminatedPods``, interim FailureTarget/SuccessCriteriaMet conditions,
-   the persisted back-off record), and the pods whose tracking finalizer to remove.
-3. :func:`finish` -- given which finalizers are gone: move those UIDs into the
-   ``succeeded``/``failed`` counters, enact Complete/Failed once nothing is uncounted
-   or terminating, and say when to sync again (TTL) and when DURATION changes.
+   the persisted back-off record), and the pods whose tracking finalizer to remove
+   (the pod side of it is in :mod:`.tracking`).
+3. :func:`count_and_enact` -- given which finalizers are gone: move those UIDs into
+   the ``succeeded``/``failed`` counters, enact Complete/Failed once nothing is
+   uncounted or terminating, and say when to sync again (TTL, see :mod:`.ttl`) and
+   when DURATION changes.
 
 A pod is therefore counted exactly once, whatever crashes between the steps.
 """
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from . import constants as c
 from . import display
@@ -38,6 +43,13 @@ from .model import (
     selector_for,
 )
 from .timeutil import truncate
+from .tracking import (
+    clean_uncounted_pods_without_finalizers,
+    new_finished_pods,
+    record_finished_pods,
+    uids_with_finalizer,
+)
+from .ttl import process_ttl
 
 NORMAL = "Normal"
 WARNING = "Warning"
@@ -66,6 +78,40 @@ class SyncInput:
 
 
 @dataclass(frozen=True)
+class SyncContext:
+    """syncJobCtx: what one sync knows about its job before it acts. Computed once per
+    sync by :func:`sync_context`; all three steps read it."""
+
+    inp: SyncInput
+    active: tuple[PodInfo, ...]
+    #: Active pods that are ready (countReadyPods).
+    ready: int
+    #: Pods being deleted that have not terminated (CountTerminatingPods).
+    terminating: int
+    #: Finished pods that status neither counts nor lists (getNewFinishedPods).
+    new_succeeded: tuple[PodInfo, ...]
+    new_failed: tuple[PodInfo, ...]
+    #: Counted, uncounted and new finished pods together.
+    succeeded: int
+    failed: int
+    #: status.startTime, set by the first sync of an unsuspended job.
+    start_time: datetime | None
+    #: jobCtx.finishedCondition before any pod changes: a stored SuccessCriteriaMet,
+    #: Failed for a stored FailureTarget, or a new FailureTarget.
+    verdict: Condition | None
+    #: Seconds until activeDeadlineSeconds runs out, while it has not.
+    deadline_requeue: float | None
+
+    @property
+    def job(self) -> Job:
+        return self.inp.job
+
+    @property
+    def now(self) -> datetime:
+        return self.inp.now
+
+
+@dataclass(frozen=True)
 class Event:
     type: str
     reason: str
@@ -74,12 +120,12 @@ class Event:
 
 @dataclass(frozen=True)
 class PodPlan:
-    """Step 1: what manageJob (or a failure verdict) does to pods."""
+    """Step 1: what manageJob (or a verdict) does to pods."""
 
     create: int = 0
     delete: tuple[PodInfo, ...] = ()
     #: True for scale-down and suspend (such pods are never counted as failures);
-    #: False when a failed job's active pods are deleted (they count as failed).
+    #: False when a job's active pods are deleted for its verdict (they count as failed).
     remove_finalizer_before_delete: bool = True
     #: Seconds until the next sync is needed for this plan (back-off, deadline).
     requeue_after: float | None = None
@@ -104,14 +150,14 @@ class Tracked:
     status: JobStatus
     remove_finalizers: tuple[PodInfo, ...]
     uids_with_finalizer: frozenset[str]
-    #: The terminal condition (Complete or Failed) to set once nothing is pending.
-    finishing: Condition | None
+    #: Complete or Failed, to enact in step 3 once no pod is uncounted or terminating.
+    terminal_condition: Condition | None
     reached_max_uncounted: bool
     events: tuple[Event, ...] = ()
 
 
 @dataclass(frozen=True)
-class Finished:
+class SyncResult:
     """Step 3: the status after counting, events, and what to do next."""
 
     status: JobStatus
@@ -152,6 +198,11 @@ def ensure_condition(
         out.append(new_condition(ctype, status, reason, message, now))
         return tuple(out), True
     return tuple(out), False
+
+
+def _failed_for_target(target: Condition, now: datetime) -> Condition:
+    """newFailedConditionForFailureTarget."""
+    return new_condition(c.COND_FAILED, "True", target.reason, target.message, now)
 
 
 def active_pods(pods: Iterable[PodInfo]) -> list[PodInfo]:
@@ -213,73 +264,15 @@ def past_active_deadline(inp: SyncInput, start_time: datetime | None) -> bool:
     return (inp.now - start_time).total_seconds() >= spec.active_deadline_seconds
 
 
-# ----------------------------------------------------------------------------- context
-
-
-@dataclass(frozen=True)
-class _Ctx:
-    active: tuple[PodInfo, ...]
-    new_succeeded: tuple[PodInfo, ...]
-    new_failed: tuple[PodInfo, ...]
-    succeeded: int
-    failed: int
-    start_time: datetime | None
-    finishing: Condition | None
-    deadline_requeue: float | None
-
-
-def _context(inp: SyncInput) -> _Ctx:
-    job, now = inp.job, inp.now
-    status, spec = job.status, job.spec
-    uncounted_s = set(status.uncounted_succeeded)
-    uncounted_f = set(status.uncounted_failed)
-    expected_rm = inp.expected_removed_finalizers
-
-    def is_new(pod: PodInfo, uncounted: set[str]) -> bool:
-        return pod.has_finalizer and pod.uid not in uncounted and pod.uid not in expected_rm
-
-    new_succeeded = tuple(p for p in inp.pods if p.phase == c.SUCCEEDED and is_new(p, uncounted_s))
-    new_failed = tuple(p for p in inp.pods if p.failed and is_new(p, uncounted_f))
-    succeeded = status.succeeded + len(new_succeeded) + len(uncounted_s)
-    failed = status.failed + len(new_failed) + len(uncounted_f)
-
-    start_time = status.start_time
-    if start_time is None and not spec.suspend:
-        start_time = truncate(now)
-
-    finishing: Condition | None = None
-    deadline_requeue: float | None = None
-    scm = find_condition(status.conditions, c.COND_SUCCESS_CRITERIA_MET)
-    if scm is not None and scm.status == "True":
-        finishing = scm
-    else:
-        target = find_condition(status.conditions, c.COND_FAILURE_TARGET)
-        if target is not None and target.status == "True":
-            finishing = new_condition(c.COND_FAILED, "True", target.reason, target.message, now)
-    if finishing is None:
-        if failed > spec.backoff_limit or past_backoff_limit_on_failure(
-            spec.restart_policy, spec.backoff_limit, inp.pods
-        ):
-            finishing = new_condition(
-                c.COND_FAILURE_TARGET, "True", c.REASON_BACKOFF_LIMIT, c.MSG_BACKOFF_LIMIT, now
-            )
-        elif past_active_deadline(inp, start_time):
-            finishing = new_condition(
-                c.COND_FAILURE_TARGET, "True", c.REASON_DEADLINE, c.MSG_DEADLINE, now
-            )
-        elif spec.active_deadline_seconds is not None and not spec.suspend and start_time:
-            elapsed = (now - start_time).total_seconds()
-            deadline_requeue = max(spec.active_deadline_seconds - elapsed, 0.0)
-    return _Ctx(
-        active=tuple(active_pods(inp.pods)),
-        new_succeeded=new_succeeded,
-        new_failed=new_failed,
-        succeeded=succeeded,
-        failed=failed,
-        start_time=start_time,
-        finishing=finishing,
-        deadline_requeue=deadline_requeue,
-    )
+def _next_backoff(
+    status: JobStatus,
+    succeeded: Sequence[PodInfo],
+    failed: Sequence[PodInfo],
+    now: datetime,
+) -> BackoffRecord:
+    """The back-off record stored in ``status``, updated for newly finished pods."""
+    stored = BackoffRecord(status.failures_since_success, status.last_failure_time)
+    return next_record(stored, succeeded, failed, now)
 
 
 def _min_delay(*delays: float | None) -> float | None:
@@ -287,300 +280,388 @@ def _min_delay(*delays: float | None) -> float | None:
     return min(values) if values else None
 
 
-# ----------------------------------------------------------------------------- step 1
+def _may_manage_pods(ctx: SyncContext) -> bool:
+    """Upstream calls manageJob only when every pod it created or deleted is in the
+    cache (else it would count them twice) and the job is not being deleted."""
+    return ctx.inp.expectations_satisfied and not ctx.job.deleting
 
 
-def plan_pods(inp: SyncInput) -> PodPlan:
-    """manageJob, or the deletion of a failed job's active pods."""
-    job = inp.job
-    if is_finished(job.status):
-        return PodPlan()
-    ctx = _context(inp)
-    if ctx.finishing is not None:
-        if not ctx.active:
-            return PodPlan(reason="fail")
-        return PodPlan(delete=ctx.active, remove_finalizer_before_delete=False, reason="fail")
-    if not inp.expectations_satisfied or job.deleting:
-        return PodPlan(requeue_after=ctx.deadline_requeue)
-    spec = job.spec
-    limit = inp.config.max_pod_changes_per_sync
-    if spec.suspend:
-        return PodPlan(delete=pods_for_removal(ctx.active, len(ctx.active)), reason="suspend")
-    active = len(ctx.active)
-    want = want_active(spec.completions, spec.parallelism, ctx.succeeded, active)
-    surplus = active - want
-    if surplus > 0:
-        return PodPlan(
-            delete=pods_for_removal(ctx.active, min(surplus, limit)),
-            reason="scale-down",
-            requeue_after=ctx.deadline_requeue,
-        )
-    missing = want - active
-    if missing > 0:
-        record = next_record(
-            BackoffRecord(job.status.failures_since_success, job.status.last_failure_time),
-            ctx.new_succeeded,
-            ctx.new_failed,
-            inp.now,
-        )
-        wait = remaining_seconds(
-            record, inp.now, inp.config.backoff_base_seconds, inp.config.backoff_max_seconds
-        )
-        if wait > 0:
-            return PodPlan(requeue_after=_min_delay(wait, ctx.deadline_requeue), reason="backoff")
-        return PodPlan(
-            create=min(missing, limit), reason="create", requeue_after=ctx.deadline_requeue
-        )
-    return PodPlan(requeue_after=ctx.deadline_requeue)
-
-
-# ----------------------------------------------------------------------------- step 2
-
-
-def _clean_uncounted(status: JobStatus, with_finalizer: frozenset[str]) -> JobStatus:
-    """cleanUncountedPodsWithoutFinalizers: count UIDs whose finalizer is gone."""
-    keep_s = tuple(u for u in status.uncounted_succeeded if u in with_finalizer)
-    keep_f = tuple(u for u in status.uncounted_failed if u in with_finalizer)
-    return replace(
-        status,
-        succeeded=status.succeeded + len(status.uncounted_succeeded) - len(keep_s),
-        failed=status.failed + len(status.uncounted_failed) - len(keep_f),
-        uncounted_succeeded=keep_s,
-        uncounted_failed=keep_f,
-    )
-
-
-def _with_display(status: JobStatus, inp: SyncInput) -> JobStatus:
-    job = inp.job
+def _with_display(ctx: SyncContext, status: JobStatus) -> JobStatus:
+    job = ctx.job
     return replace(
         status,
         selector=selector_for(job.uid),
         observed_generation=job.generation,
         status_text=display.status_text(status, job.deleting),
         completions_text=display.completions_text(job.spec, status.succeeded),
-        duration_text=display.duration_text(status, inp.now),
+        duration_text=display.duration_text(status, ctx.now),
     )
 
 
-def track(inp: SyncInput, plan: PodPlan, outcome: PodOutcome) -> Tracked:
-    """The rest of syncJob up to the first status write of trackJobStatusAndRemoveFinalizers."""
-    job, now = inp.job, inp.now
-    status, spec = job.status, job.spec
-    events: list[Event] = []
+# ----------------------------------------------------------------------------- context
 
-    if is_finished(status):
-        # Nothing to count any more; leftover finalizers only keep pods from going away.
-        leftovers = tuple(p for p in inp.pods if p.has_finalizer)
-        return Tracked(
-            status=_with_display(status, inp),
-            remove_finalizers=leftovers,
-            uids_with_finalizer=frozenset(),
-            finishing=None,
-            reached_max_uncounted=False,
-            events=(),
+
+def sync_context(inp: SyncInput) -> SyncContext:
+    """syncJob up to manageJob: the counts, startTime, and the verdict on the job."""
+    status = inp.job.status
+    active = tuple(active_pods(inp.pods))
+    new_succeeded, new_failed = new_finished_pods(inp.pods, status, inp.expected_removed_finalizers)
+    failed = status.failed + len(new_failed) + len(set(status.uncounted_failed))
+    start_time = _start_time(inp)
+    verdict = _verdict(inp, failed, start_time)
+    return SyncContext(
+        inp=inp,
+        active=active,
+        ready=sum(1 for p in active if p.ready),
+        terminating=sum(1 for p in inp.pods if p.terminating),
+        new_succeeded=new_succeeded,
+        new_failed=new_failed,
+        succeeded=status.succeeded + len(new_succeeded) + len(set(status.uncounted_succeeded)),
+        failed=failed,
+        start_time=start_time,
+        verdict=verdict,
+        deadline_requeue=_deadline_requeue(inp, start_time) if verdict is None else None,
+    )
+
+
+def _start_time(inp: SyncInput) -> datetime | None:
+    """The job's first start: set only while it is not suspended."""
+    start_time = inp.job.status.start_time
+    if start_time is None and not inp.job.spec.suspend:
+        return truncate(inp.now)
+    return start_time
+
+
+def _verdict(inp: SyncInput, failed: int, start_time: datetime | None) -> Condition | None:
+    """syncJob's evaluation of the end state: a verdict of an earlier sync stands,
+    else the failure scenarios (success is evaluated after manageJob, in step 2)."""
+    stored = _stored_verdict(inp.job.status, inp.now)
+    return stored if stored is not None else _failure_verdict(inp, failed, start_time)
+
+
+def _stored_verdict(status: JobStatus, now: datetime) -> Condition | None:
+    """The pre-existing SuccessCriteriaMet, or Failed for a pre-existing FailureTarget."""
+    met = find_condition(status.conditions, c.COND_SUCCESS_CRITERIA_MET)
+    if met is not None and met.status == "True":
+        return met
+    target = find_condition(status.conditions, c.COND_FAILURE_TARGET)
+    if target is not None and target.status == "True":
+        return _failed_for_target(target, now)
+    return None
+
+
+def _failure_verdict(inp: SyncInput, failed: int, start_time: datetime | None) -> Condition | None:
+    """newFailureCondition for BackoffLimitExceeded or DeadlineExceeded."""
+    spec = inp.job.spec
+    if failed > spec.backoff_limit or past_backoff_limit_on_failure(
+        spec.restart_policy, spec.backoff_limit, inp.pods
+    ):
+        return new_condition(
+            c.COND_FAILURE_TARGET, "True", c.REASON_BACKOFF_LIMIT, c.MSG_BACKOFF_LIMIT, inp.now
         )
+    if past_active_deadline(inp, start_time):
+        return new_condition(
+            c.COND_FAILURE_TARGET, "True", c.REASON_DEADLINE, c.MSG_DEADLINE, inp.now
+        )
+    return None
 
-    ctx = _context(inp)
-    deleted = set(outcome.deleted)
-    deleted_pods = [p for p in plan.delete if p.uid in deleted]
-    active = len(ctx.active) - len(deleted_pods) + outcome.created
-    ready = sum(1 for p in ctx.active if p.ready) - sum(1 for p in deleted_pods if p.ready)
-    terminating = sum(1 for p in inp.pods if p.terminating) + len(deleted_pods)
-    conditions = status.conditions
-    start_time = ctx.start_time
-    finishing = ctx.finishing
 
-    if finishing is not None:
-        if len(deleted_pods) != len(ctx.active) or not inp.expectations_satisfied:
-            # Pods may remain that are not deleted or not yet in the cache.
-            finishing = None
-    else:
-        manage_called = inp.expectations_satisfied and not job.deleting
-        if spec.completions is None:
-            complete = ctx.succeeded > 0 and active == 0
-        else:
-            complete = ctx.succeeded >= spec.completions and active == 0
-        if complete:
-            finishing = new_condition(
-                c.COND_SUCCESS_CRITERIA_MET,
-                "True",
-                c.REASON_COMPLETIONS_REACHED,
-                c.MSG_COMPLETIONS_REACHED,
-                now,
-            )
-        elif manage_called:
-            if spec.suspend:
-                conditions, changed = ensure_condition(
-                    conditions, c.COND_SUSPENDED, "True", "JobSuspended", "Job suspended", now
-                )
-                if changed:
-                    events.append(Event(NORMAL, "Suspended", "Job suspended"))
-            else:
-                conditions, changed = ensure_condition(
-                    conditions, c.COND_SUSPENDED, "False", "JobResumed", "Job resumed", now
-                )
-                if changed:
-                    events.append(Event(NORMAL, "Resumed", "Job resumed"))
-                    # activeDeadlineSeconds counts continuous activity: restart the clock.
-                    start_time = truncate(now)
+def _deadline_requeue(inp: SyncInput, start_time: datetime | None) -> float | None:
+    """When to sync again for activeDeadlineSeconds (syncJob's queue.AddAfter)."""
+    spec = inp.job.spec
+    if spec.active_deadline_seconds is None or spec.suspend or not start_time:
+        return None
+    elapsed = (inp.now - start_time).total_seconds()
+    return max(spec.active_deadline_seconds - elapsed, 0.0)
 
+
+# ----------------------------------------------------------------------------- step 1
+
+
+def plan_pods(ctx: SyncContext) -> PodPlan:
+    """syncJob's pod changes: deleteActivePods once the job has a verdict, else manageJob."""
+    if is_finished(ctx.job.status):
+        return PodPlan()
+    if ctx.verdict is not None:
+        return _delete_active_pods(ctx)
+    if not _may_manage_pods(ctx):
+        return PodPlan(requeue_after=ctx.deadline_requeue)
+    return _manage_job(ctx)
+
+
+def _delete_active_pods(ctx: SyncContext) -> PodPlan:
+    """deleteActivePods: the finalizers stay on, so that the pods count as failed."""
+    if not ctx.active:
+        return PodPlan(reason="fail")
+    return PodPlan(delete=ctx.active, remove_finalizer_before_delete=False, reason="fail")
+
+
+def _manage_job(ctx: SyncContext) -> PodPlan:
+    """manageJob: delete a suspended job's pods or the surplus, or create the missing."""
+    spec = ctx.job.spec
+    limit = ctx.inp.config.max_pod_changes_per_sync
+    if spec.suspend:
+        return PodPlan(delete=pods_for_removal(ctx.active, len(ctx.active)), reason="suspend")
+    active = len(ctx.active)
+    want = want_active(spec.completions, spec.parallelism, ctx.succeeded, active)
+    if active > want:
+        return PodPlan(
+            delete=pods_for_removal(ctx.active, min(active - want, limit)),
+            reason="scale-down",
+            requeue_after=ctx.deadline_requeue,
+        )
+    if want > active:
+        return _create_after_backoff(ctx, min(want - active, limit))
+    return PodPlan(requeue_after=ctx.deadline_requeue)
+
+
+def _create_after_backoff(ctx: SyncContext, count: int) -> PodPlan:
+    """manageJob's creations, held back while the pod-failure back-off runs."""
+    cfg, now = ctx.inp.config, ctx.now
+    record = _next_backoff(ctx.job.status, ctx.new_succeeded, ctx.new_failed, now)
+    wait = remaining_seconds(record, now, cfg.backoff_base_seconds, cfg.backoff_max_seconds)
+    if wait > 0:
+        return PodPlan(requeue_after=_min_delay(wait, ctx.deadline_requeue), reason="backoff")
+    return PodPlan(create=count, reason="create", requeue_after=ctx.deadline_requeue)
+
+
+# ----------------------------------------------------------------------------- step 2
+
+
+@dataclass(frozen=True)
+class _PodCounts:
+    """The job's pods once this sync's creates and deletes are done."""
+
+    active: int
+    ready: int
+    terminating: int
+    #: How many active pods this sync deleted.
+    deleted: int
+
+
+def track(ctx: SyncContext, plan: PodPlan, outcome: PodOutcome) -> Tracked:
+    """syncJob after manageJob, then trackJobStatusAndRemoveFinalizers up to its first
+    status write: everything status write 1 carries, and the finalizers to remove."""
+    if is_finished(ctx.job.status):
+        return _release_leftover_finalizers(ctx)
+    pods = _pod_counts(ctx, plan, outcome)
+    verdict = _verdict_after_pod_changes(ctx, pods)
+    status = replace(
+        ctx.job.status,
+        start_time=ctx.start_time,
+        active=pods.active,
+        ready=pods.ready,
+        terminating=pods.terminating,
+    )
+    events: tuple[Event, ...] = ()
+    if ctx.verdict is None and verdict is None and _may_manage_pods(ctx):
+        status, events = _update_suspended_condition(ctx, status)
+    status, create_events = _update_pod_creation_condition(status, outcome, ctx.now)
+    return _track_job_status(ctx, status, verdict, (*events, *create_events))
+
+
+def _release_leftover_finalizers(ctx: SyncContext) -> Tracked:
+    """A finished job counts nothing more (upstream's syncJob returns early); finalizers
+    left on its pods only keep them from going away."""
+    return Tracked(
+        status=_with_display(ctx, ctx.job.status),
+        remove_finalizers=tuple(p for p in ctx.inp.pods if p.has_finalizer),
+        uids_with_finalizer=frozenset(),
+        terminal_condition=None,
+        reached_max_uncounted=False,
+    )
+
+
+def _pod_counts(ctx: SyncContext, plan: PodPlan, outcome: PodOutcome) -> _PodCounts:
+    done = set(outcome.deleted)
+    deleted = [p for p in plan.delete if p.uid in done]
+    return _PodCounts(
+        active=len(ctx.active) - len(deleted) + outcome.created,
+        ready=ctx.ready - sum(1 for p in deleted if p.ready),
+        terminating=ctx.terminating + len(deleted),
+        deleted=len(deleted),
+    )
+
+
+def _verdict_after_pod_changes(ctx: SyncContext, pods: _PodCounts) -> Condition | None:
+    """A verdict waits while pods remain that are not deleted or not yet in the cache;
+    without one, syncJob evaluates the success scenario for completions."""
+    if ctx.verdict is not None:
+        all_deleted = pods.deleted == len(ctx.active) and ctx.inp.expectations_satisfied
+        return ctx.verdict if all_deleted else None
+    return _completions_reached(ctx, pods.active)
+
+
+def _completions_reached(ctx: SyncContext, active: int) -> Condition | None:
+    """newSuccessCondition once enough pods succeeded and none is active (a work queue
+    needs one success)."""
+    completions = ctx.job.spec.completions
+    needed = 1 if completions is None else completions
+    if active > 0 or ctx.succeeded < needed:
+        return None
+    return new_condition(
+        c.COND_SUCCESS_CRITERIA_MET,
+        "True",
+        c.REASON_COMPLETIONS_REACHED,
+        c.MSG_COMPLETIONS_REACHED,
+        ctx.now,
+    )
+
+
+def _update_suspended_condition(
+    ctx: SyncContext, status: JobStatus
+) -> tuple[JobStatus, tuple[Event, ...]]:
+    """syncJob's Suspended condition, updated only in a sync that called manageJob."""
+    now = ctx.now
+    if ctx.job.spec.suspend:
+        conditions, changed = ensure_condition(
+            status.conditions, c.COND_SUSPENDED, "True", "JobSuspended", "Job suspended", now
+        )
+        events = (Event(NORMAL, "Suspended", "Job suspended"),) if changed else ()
+        return replace(status, conditions=conditions), events
+    conditions, changed = ensure_condition(
+        status.conditions, c.COND_SUSPENDED, "False", "JobResumed", "Job resumed", now
+    )
+    if not changed:
+        return replace(status, conditions=conditions), ()
+    # activeDeadlineSeconds counts continuous activity: restart the clock.
+    resumed = replace(status, conditions=conditions, start_time=truncate(now))
+    return resumed, (Event(NORMAL, "Resumed", "Job resumed"),)
+
+
+def _update_pod_creation_condition(
+    status: JobStatus, outcome: PodOutcome, now: datetime
+) -> tuple[JobStatus, tuple[Event, ...]]:
+    """Not upstream: PodCreationFailed (and a FailedCreate event) while the API server
+    rejects the job's pods, cleared by the next pod created."""
     if outcome.create_error is not None:
         conditions, _ = ensure_condition(
-            conditions,
+            status.conditions,
             c.COND_POD_CREATION_FAILED,
             "True",
             "FailedCreate",
             outcome.create_error,
             now,
         )
-    elif outcome.created > 0:
+        event = Event(WARNING, "FailedCreate", f"Error creating: {outcome.create_error}")
+        return replace(status, conditions=conditions), (event,)
+    if outcome.created > 0:
         conditions, _ = ensure_condition(
-            conditions, c.COND_POD_CREATION_FAILED, "False", "PodCreated", "", now
+            status.conditions, c.COND_POD_CREATION_FAILED, "False", "PodCreated", "", now
         )
+        return replace(status, conditions=conditions), ()
+    return status, ()
 
-    # trackJobStatusAndRemoveFinalizers
-    expected_rm = inp.expected_removed_finalizers
-    with_finalizer = frozenset(
-        p.uid for p in inp.pods if p.has_finalizer and p.uid not in expected_rm
+
+def _track_job_status(
+    ctx: SyncContext, status: JobStatus, verdict: Condition | None, events: tuple[Event, ...]
+) -> Tracked:
+    """trackJobStatusAndRemoveFinalizers up to flushUncountedAndRemoveFinalizers' first
+    status write; the back-off record of the pods recorded goes into the same write."""
+    inp = ctx.inp
+    with_finalizer = uids_with_finalizer(inp.pods, inp.expected_removed_finalizers)
+    status = clean_uncounted_pods_without_finalizers(status, with_finalizer)
+    recorded = record_finished_pods(
+        inp.pods,
+        status,
+        inp.expected_removed_finalizers,
+        verdict,
+        job_deleting=ctx.job.deleting,
+        max_uncounted=inp.config.max_uncounted,
     )
-    base = replace(
+    record = _next_backoff(status, recorded.newly_succeeded, recorded.newly_failed, ctx.now)
+    conditions, terminal = _interim_condition(status.conditions, verdict, ctx.now)
+    status = replace(
         status,
         conditions=conditions,
-        start_time=start_time,
-        active=active,
-        ready=ready,
-        terminating=terminating,
-    )
-    base = _clean_uncounted(base, with_finalizer)
-    uncounted_s = list(base.uncounted_succeeded)
-    uncounted_f = list(base.uncounted_failed)
-    known_s, known_f = set(uncounted_s), set(uncounted_f)
-    can_remove_all = job.deleting or finishing is not None
-    fail_remaining = finishing is not None and finishing.type != c.COND_SUCCESS_CRITERIA_MET
-    to_remove: list[PodInfo] = []
-    recorded_s: list[PodInfo] = []
-    recorded_f: list[PodInfo] = []
-    reached_max = False
-    for pod in inp.pods:
-        if not pod.has_finalizer or pod.uid in expected_rm:
-            continue  # processed in an earlier sync
-        considered_failed = pod.failed
-        if not (can_remove_all or pod.phase == c.SUCCEEDED or considered_failed):
-            continue
-        to_remove.append(pod)
-        if pod.phase == c.SUCCEEDED and pod.uid not in known_f:
-            if pod.uid not in known_s:
-                uncounted_s.append(pod.uid)
-                known_s.add(pod.uid)
-                recorded_s.append(pod)
-        elif (considered_failed or fail_remaining) and pod.uid not in known_f:
-            # When the job has failed, every pod not yet terminated counts as failed.
-            uncounted_f.append(pod.uid)
-            known_f.add(pod.uid)
-            if considered_failed:
-                recorded_f.append(pod)
-        if len(uncounted_s) + len(uncounted_f) >= inp.config.max_uncounted:
-            reached_max = True
-            break
-
-    record = next_record(
-        BackoffRecord(status.failures_since_success, status.last_failure_time),
-        recorded_s,
-        recorded_f,
-        now,
-    )
-    conditions = base.conditions
-    if finishing is not None and finishing.type == c.COND_FAILURE_TARGET:
-        # Record the verdict before finalizers (which let the pods go) are removed.
-        conditions = (*conditions, finishing)
-        finishing = new_condition(c.COND_FAILED, "True", finishing.reason, finishing.message, now)
-    elif finishing is not None and finishing.type == c.COND_SUCCESS_CRITERIA_MET:
-        if not has_true_condition(conditions, c.COND_SUCCESS_CRITERIA_MET):
-            conditions = (*conditions, finishing)
-        finishing = new_condition(c.COND_COMPLETE, "True", finishing.reason, finishing.message, now)
-    step1 = replace(
-        base,
-        conditions=conditions,
-        uncounted_succeeded=tuple(uncounted_s),
-        uncounted_failed=tuple(uncounted_f),
+        uncounted_succeeded=recorded.uncounted_succeeded,
+        uncounted_failed=recorded.uncounted_failed,
         failures_since_success=record.failures_since_success,
         last_failure_time=record.last_failure_time,
     )
-    if outcome.create_error is not None:
-        events.append(Event(WARNING, "FailedCreate", f"Error creating: {outcome.create_error}"))
     return Tracked(
-        status=_with_display(step1, inp),
-        remove_finalizers=tuple(to_remove),
+        status=_with_display(ctx, status),
+        remove_finalizers=recorded.remove_finalizers,
         uids_with_finalizer=with_finalizer,
-        finishing=finishing,
-        reached_max_uncounted=reached_max,
-        events=tuple(events),
+        terminal_condition=terminal,
+        reached_max_uncounted=recorded.reached_max_uncounted,
+        events=events,
     )
+
+
+def _interim_condition(
+    conditions: tuple[Condition, ...], verdict: Condition | None, now: datetime
+) -> tuple[tuple[Condition, ...], Condition | None]:
+    """The interim FailureTarget or SuccessCriteriaMet goes into the status written
+    before finalizers (which let the pods go) are removed; the terminal condition to
+    enact later is Failed or Complete."""
+    if verdict is None:
+        return conditions, None
+    if verdict.type == c.COND_FAILURE_TARGET:
+        return (*conditions, verdict), _failed_for_target(verdict, now)
+    if verdict.type == c.COND_SUCCESS_CRITERIA_MET:
+        if not has_true_condition(conditions, c.COND_SUCCESS_CRITERIA_MET):
+            conditions = (*conditions, verdict)
+        complete = new_condition(c.COND_COMPLETE, "True", verdict.reason, verdict.message, now)
+        return conditions, complete
+    return conditions, verdict  # Failed, for a FailureTarget of an earlier sync
 
 
 # ----------------------------------------------------------------------------- step 3
 
 
-def finish_time(status: JobStatus) -> datetime | None:
-    """When the job finished: the Complete or Failed condition's transition time."""
-    for ctype in (c.COND_COMPLETE, c.COND_FAILED):
-        cond = find_condition(status.conditions, ctype)
-        if cond is not None and cond.status == "True":
-            return cond.last_transition_time
-    return None
-
-
-def finish(inp: SyncInput, tracked: Tracked, removed: Iterable[str], plan: PodPlan) -> Finished:
-    """Counts the pods whose finalizer is gone and enacts Complete/Failed (enactJobFinished)."""
-    job, now = inp.job, inp.now
-    removed_set = set(removed)
-    already_finished = is_finished(job.status)
+def count_and_enact(
+    ctx: SyncContext, tracked: Tracked, removed: Iterable[str], plan: PodPlan
+) -> SyncResult:
+    """The end of trackJobStatusAndRemoveFinalizers once finalizers are removed: count
+    the pods whose finalizer is gone, enact Complete/Failed, and say when to sync again."""
     status = tracked.status
-    events: list[Event] = []
-    if not already_finished:
-        status = _clean_uncounted(status, tracked.uids_with_finalizer - removed_set)
-        cond = tracked.finishing
-        if (
-            cond is not None
-            and not tracked.reached_max_uncounted
-            and not status.uncounted_succeeded
-            and not status.uncounted_failed
-            and status.terminating == 0
-        ):
-            conditions, _ = ensure_condition(
-                status.conditions, cond.type, cond.status, cond.reason, cond.message, now
-            )
-            status = replace(status, conditions=conditions)
-            if cond.type == c.COND_COMPLETE:
-                status = replace(status, completion_time=truncate(now))
-                spec = job.spec
-                if spec.completions is not None and status.succeeded > spec.completions:
-                    events.append(
-                        Event(
-                            WARNING,
-                            "TooManySucceededPods",
-                            "Too many succeeded pods running after completion count reached",
-                        )
-                    )
-                events.append(Event(NORMAL, "Completed", "Job completed"))
-            else:
-                events.append(Event(WARNING, cond.reason, cond.message))
-        status = _with_display(status, inp)
-
-    requeue = plan.requeue_after
-    delete_job = False
-    ttl = job.spec.ttl_seconds_after_finished
-    finished_at = finish_time(status)
-    if ttl is not None and finished_at is not None and not job.deleting:
-        expires = finished_at + timedelta(seconds=ttl)
-        if now >= expires:
-            delete_job = True
-        else:
-            requeue = _min_delay(requeue, (expires - now).total_seconds())
-    return Finished(
+    events: tuple[Event, ...] = ()
+    if not is_finished(ctx.job.status):
+        still_tracked = tracked.uids_with_finalizer - set(removed)
+        status = clean_uncounted_pods_without_finalizers(status, still_tracked)
+        status, events = _enact_job_finished(ctx, tracked, status)
+        status = _with_display(ctx, status)
+    expired, ttl_left = process_ttl(ctx.job, status, ctx.now)
+    return SyncResult(
         status=status,
-        events=tuple(events),
-        requeue_after=requeue,
-        refresh_after=display.refresh_in(status, now),
-        delete_job=delete_job,
+        events=events,
+        requeue_after=_min_delay(plan.requeue_after, ttl_left),
+        refresh_after=display.refresh_in(status, ctx.now),
+        delete_job=expired,
     )
+
+
+def _enact_job_finished(
+    ctx: SyncContext, tracked: Tracked, status: JobStatus
+) -> tuple[JobStatus, tuple[Event, ...]]:
+    """enactJobFinished (unless MaxUncountedPods was reached) and recordJobFinished's
+    events: the terminal condition, once no pod is uncounted or terminating."""
+    cond = tracked.terminal_condition
+    if (
+        cond is None
+        or tracked.reached_max_uncounted
+        or status.uncounted_succeeded
+        or status.uncounted_failed
+        or status.terminating > 0
+    ):
+        return status, ()
+    conditions, _ = ensure_condition(
+        status.conditions, cond.type, cond.status, cond.reason, cond.message, ctx.now
+    )
+    status = replace(status, conditions=conditions)
+    if cond.type == c.COND_COMPLETE:
+        status = replace(status, completion_time=truncate(ctx.now))
+    return status, _job_finished_events(ctx, status, cond)
+
+
+def _job_finished_events(ctx: SyncContext, status: JobStatus, cond: Condition) -> tuple[Event, ...]:
+    """recordJobFinished's events (its metric is counted by the shell)."""
+    if cond.type != c.COND_COMPLETE:
+        return (Event(WARNING, cond.reason, cond.message),)
+    completed = Event(NORMAL, "Completed", "Job completed")
+    completions = ctx.job.spec.completions
+    if completions is None or status.succeeded <= completions:
+        return (completed,)
+    too_many = "Too many succeeded pods running after completion count reached"
+    return (Event(WARNING, "TooManySucceededPods", too_many), completed)

@@ -15,13 +15,14 @@ from paralleljob import constants as c
 from paralleljob.core import (
     CoreConfig,
     Event,
-    Finished,
     PodOutcome,
     PodPlan,
     SyncInput,
+    SyncResult,
     Tracked,
-    finish,
+    count_and_enact,
     plan_pods,
+    sync_context,
     track,
 )
 from paralleljob.model import Job, JobSpec, JobStatus, PodInfo
@@ -49,7 +50,7 @@ class Sim:
     create_error: str | None = None
     crash_at: str | None = None
     max_active: int = 0
-    last: Finished | None = None
+    last: SyncResult | None = None
     last_plan: PodPlan | None = None
     last_tracked: Tracked | None = None
     job_deleted: bool = False
@@ -58,11 +59,13 @@ class Sim:
         self.job = Job(namespace="ns", name="job", uid="job-uid", spec=self.spec)
 
     # -- the operator's shell --------------------------------------------------------
-    def sync(self) -> Finished:
-        inp = SyncInput(
-            job=self.job, pods=tuple(self.pods.values()), now=self.now, config=self.config
+    def sync(self) -> SyncResult:
+        ctx = sync_context(
+            SyncInput(
+                job=self.job, pods=tuple(self.pods.values()), now=self.now, config=self.config
+            )
         )
-        plan = plan_pods(inp)
+        plan = plan_pods(ctx)
         self.last_plan = plan
         created = 0
         error: str | None = None
@@ -83,7 +86,7 @@ class Sim:
             self.pods[pod.uid] = replace(current, deleting=True, finished_at=self.now)
             self.deleted.append(pod.uid)
             deleted.append(pod.uid)
-        tracked = track(inp, plan, PodOutcome(created, tuple(deleted), error))
+        tracked = track(ctx, plan, PodOutcome(created, tuple(deleted), error))
         self.last_tracked = tracked
         self._crash("before-status-1")
         self.job = replace(self.job, status=tracked.status)
@@ -94,7 +97,7 @@ class Sim:
                 self.pods[pod.uid] = replace(self.pods[pod.uid], has_finalizer=False)
             removed.append(pod.uid)
         self._crash("before-status-2")
-        done = finish(inp, tracked, removed, plan)
+        done = count_and_enact(ctx, tracked, removed, plan)
         self.job = replace(self.job, status=done.status)
         self.events.extend(tracked.events)
         self.events.extend(done.events)
@@ -108,7 +111,7 @@ class Sim:
             self.crash_at = None
             raise Crash(where)
 
-    def settle(self, limit: int = 20) -> Finished:
+    def settle(self, limit: int = 20) -> SyncResult:
         """Syncs until a sync changes nothing (no pods made or removed, same status)."""
         for _ in range(limit):
             before = (self.job.status, dict(self.pods))

@@ -11,14 +11,16 @@ from paralleljob import constants as c
 from paralleljob.core import (
     CoreConfig,
     PodOutcome,
+    SyncContext,
     SyncInput,
-    finish,
+    count_and_enact,
     plan_pods,
     pods_for_removal,
+    sync_context,
     track,
     want_active,
 )
-from paralleljob.model import JobSpec, PodInfo
+from paralleljob.model import Condition, Job, JobSpec, JobStatus, PodInfo
 
 from .sim import T0, Crash, Sim
 
@@ -54,6 +56,89 @@ def test_want_active(
     completions: int | None, parallelism: int, succeeded: int, active: int, want: int
 ) -> None:
     assert want_active(completions, parallelism, succeeded, active) == want
+
+
+# ----------------------------------------------------------------------------- the verdict
+def _context(spec: JobSpec, status: JobStatus, pods: tuple[PodInfo, ...] = ()) -> SyncContext:
+    return sync_context(SyncInput(job=Job("ns", "job", "uid", spec, status), pods=pods, now=T0))
+
+
+def _started(seconds_ago: int) -> JobStatus:
+    return JobStatus(start_time=T0 - timedelta(seconds=seconds_ago))
+
+
+_SCM = Condition(c.COND_SUCCESS_CRITERIA_MET, "True")
+_TARGET = Condition(c.COND_FAILURE_TARGET, "True", "Why", "Msg")
+_DEADLINE_30S = JobSpec(active_deadline_seconds=30)
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "verdict", "deadline_requeue"),
+    [
+        pytest.param(JobSpec(), JobStatus(), None, None, id="new job"),
+        pytest.param(
+            JobSpec(backoff_limit=1),
+            JobStatus(failed=2, conditions=(_SCM,)),
+            (c.COND_SUCCESS_CRITERIA_MET, ""),
+            None,
+            id="pre-existing SuccessCriteriaMet stands past the backoff limit",
+        ),
+        pytest.param(
+            JobSpec(),
+            JobStatus(conditions=(_TARGET,)),
+            (c.COND_FAILED, "Why"),
+            None,
+            id="pre-existing FailureTarget becomes Failed",
+        ),
+        pytest.param(
+            JobSpec(backoff_limit=2),
+            JobStatus(failed=3),
+            (c.COND_FAILURE_TARGET, c.REASON_BACKOFF_LIMIT),
+            None,
+            id="too many job failures",
+        ),
+        pytest.param(
+            _DEADLINE_30S,
+            _started(30),
+            (c.COND_FAILURE_TARGET, c.REASON_DEADLINE),
+            None,
+            id="activeDeadlineSeconds less than single pod execution",
+        ),
+        pytest.param(_DEADLINE_30S, _started(10), None, 20, id="deadline not yet reached"),
+        pytest.param(
+            replace(_DEADLINE_30S, suspend=True), _started(30), None, None, id="deadline suspended"
+        ),
+    ],
+)
+def test_sync_context_verdict(
+    spec: JobSpec,
+    status: JobStatus,
+    verdict: tuple[str, str] | None,
+    deadline_requeue: float | None,
+) -> None:
+    """syncJob's evaluation of the end state (TestControllerSyncJob, TestSyncJobPastDeadline)."""
+    ctx = _context(spec, status)
+    got = ctx.verdict
+    assert (None if got is None else (got.type, got.reason)) == verdict
+    assert ctx.deadline_requeue == deadline_requeue
+
+
+def test_sync_context_counts_new_finished_pods_once_and_starts_the_clock() -> None:
+    pods = (
+        PodInfo("s", "s", c.SUCCEEDED),
+        PodInfo("f", "f", c.FAILED),
+        PodInfo("r", "r", c.RUNNING, ready=True),
+        PodInfo("t", "t", c.RUNNING, deleting=True),
+    )
+    ctx = _context(JobSpec(), JobStatus(succeeded=1, uncounted_failed=("f",)), pods)
+    # "f" is listed as uncounted already; "t", deleted while running, counts as failed.
+    assert (ctx.succeeded, ctx.failed) == (2, 2)
+    assert [p.uid for p in ctx.new_succeeded] == ["s"]
+    assert [p.uid for p in ctx.new_failed] == ["t"]
+    assert [p.uid for p in ctx.active] == ["r"]
+    assert (ctx.ready, ctx.terminating) == (1, 1)
+    assert ctx.start_time == T0
+    assert _context(JobSpec(suspend=True), JobStatus()).start_time is None
 
 
 # ----------------------------------------------------------------------------- the four workloads
@@ -374,18 +459,18 @@ def test_three_steps_record_then_remove_finalizer_then_count() -> None:
     sim = Sim(JobSpec(completions=2, parallelism=2))
     sim.sync()
     [uid] = sim.succeed(1)
-    inp = SyncInput(job=sim.job, pods=tuple(sim.pods.values()), now=sim.now)
-    plan = plan_pods(inp)
-    tracked = track(inp, plan, PodOutcome())
+    ctx = sync_context(SyncInput(job=sim.job, pods=tuple(sim.pods.values()), now=sim.now))
+    plan = plan_pods(ctx)
+    tracked = track(ctx, plan, PodOutcome())
     # Step 1: recorded by UID, not yet counted, finalizer still on.
     assert tracked.status.uncounted_succeeded == (uid,)
     assert tracked.status.succeeded == 0
     assert [p.uid for p in tracked.remove_finalizers] == [uid]
     # Step 3 after step 2 succeeded: counted, no longer uncounted.
-    done = finish(inp, tracked, [uid], plan)
+    done = count_and_enact(ctx, tracked, [uid], plan)
     assert done.status.succeeded == 1 and done.status.uncounted_succeeded == ()
     # Step 3 after step 2 failed: stays uncounted.
-    kept = finish(inp, tracked, [], plan)
+    kept = count_and_enact(ctx, tracked, [], plan)
     assert kept.status.succeeded == 0 and kept.status.uncounted_succeeded == (uid,)
 
 
@@ -450,7 +535,7 @@ def test_uncounted_pods_are_capped_per_sync_and_block_the_terminal_condition() -
 def test_no_pods_are_created_while_expectations_are_unsatisfied() -> None:
     sim = Sim(JobSpec(completions=5, parallelism=3))
     inp = SyncInput(job=sim.job, pods=(), now=sim.now, expectations_satisfied=False)
-    plan = plan_pods(inp)
+    plan = plan_pods(sync_context(inp))
     assert plan.create == 0 and plan.delete == ()
 
 
