@@ -1,0 +1,296 @@
+"""Finished-pod tracking with finalizers, case by case as upstream tests it
+(job_controller_test.go: TestGetNewFinshedPods, TestTrackJobStatusAndRemoveFinalizers)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from paralleljob import constants as c
+from paralleljob.model import Condition, JobStatus, PodInfo
+from paralleljob.tracking import (
+    can_remove_finalizer,
+    clean_uncounted_pods_without_finalizers,
+    new_finished_pods,
+    record_finished_pods,
+    uids_with_finalizer,
+)
+
+S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
+SUCCESS_CRITERIA_MET = Condition(c.COND_SUCCESS_CRITERIA_MET, "True")
+FAILED = Condition(c.COND_FAILED, "True")
+
+
+def tracked(uid: str, phase: str, *, deleting: bool = False) -> PodInfo:
+    """A pod with the tracking finalizer (upstream's buildPod().trackingFinalizer())."""
+    return PodInfo(uid, uid, phase, deleting=deleting)
+
+
+def released(uid: str, phase: str, *, deleting: bool = False) -> PodInfo:
+    """A pod whose finalizer is gone (upstream's buildPod() without trackingFinalizer())."""
+    return PodInfo(uid, uid, phase, deleting=deleting, has_finalizer=False)
+
+
+def job_status(succeeded: int, failed: int, s: tuple[str, ...], f: tuple[str, ...]) -> JobStatus:
+    return JobStatus(succeeded=succeeded, failed=failed, uncounted_succeeded=s, uncounted_failed=f)
+
+
+# ----------------------------------------------------------------------------- getNewFinishedPods
+@pytest.mark.parametrize(
+    ("status", "pods", "expected_removed", "want_succeeded", "want_failed"),
+    [
+        pytest.param(
+            job_status(2, 1, (), ()),
+            [
+                released("a", S),
+                tracked("b", S),
+                tracked("c", S),
+                released("d", F),
+                tracked("e", F),
+                released("f", R),
+            ],
+            frozenset(),
+            4,
+            2,
+            id="some counted",
+        ),
+        pytest.param(
+            job_status(1, 1, ("a", "c"), ("e", "f")),
+            [
+                released("a", S),
+                released("b", S),
+                tracked("c", S),
+                tracked("d", S),
+                released("e", F),
+                tracked("f", F),
+                tracked("g", F),
+            ],
+            frozenset(),
+            4,
+            4,
+            id="some uncounted",
+        ),
+        pytest.param(
+            job_status(2, 2, ("a",), ("d",)),
+            [
+                released("a", S),
+                tracked("b", S),
+                tracked("c", S),
+                released("d", F),
+                tracked("e", F),
+                tracked("f", F),
+                tracked("g", F),
+            ],
+            frozenset({"b", "f"}),
+            4,
+            5,
+            id="with expected removed finalizers",
+        ),
+        pytest.param(
+            job_status(1, 1, (), ()),
+            [
+                tracked("a", S, deleting=True),
+                tracked("b", F, deleting=True),
+                tracked("c", R, deleting=True),
+                tracked("d", P, deleting=True),
+                released("e", R, deleting=True),
+                released("f", P, deleting=True),
+            ],
+            frozenset(),
+            2,
+            4,
+            id="deleted pods",
+        ),
+    ],
+)
+def test_new_finished_pods(
+    status: JobStatus,
+    pods: list[PodInfo],
+    expected_removed: frozenset[str],
+    want_succeeded: int,
+    want_failed: int,
+) -> None:
+    new_s, new_f = new_finished_pods(pods, status, expected_removed)
+    assert status.succeeded + len(new_s) + len(status.uncounted_succeeded) == want_succeeded
+    assert status.failed + len(new_f) + len(status.uncounted_failed) == want_failed
+
+
+# ----------------------------------------------------------------------------- canRemoveFinalizer
+@pytest.mark.parametrize(
+    ("pod", "job_deleting", "verdict", "removable"),
+    [
+        (tracked("a", R), False, None, False),
+        (tracked("a", P), False, None, False),
+        (tracked("a", S), False, None, True),
+        (tracked("a", F), False, None, True),
+        (tracked("a", R, deleting=True), False, None, True),
+        (tracked("a", R), True, None, True),
+        (tracked("a", R), False, FAILED, True),
+        (tracked("a", R), False, SUCCESS_CRITERIA_MET, True),
+    ],
+)
+def test_can_remove_finalizer(
+    pod: PodInfo, job_deleting: bool, verdict: Condition | None, removable: bool
+) -> None:
+    assert can_remove_finalizer(pod, job_deleting=job_deleting, verdict=verdict) is removable
+
+
+# ------------------------------------------------------------ trackJobStatusAndRemoveFinalizers
+@dataclass(frozen=True)
+class TrackCase:
+    pods: tuple[PodInfo, ...]
+    want_removed: int
+    #: The status written before finalizers are removed, then after (all removed).
+    want_write_1: JobStatus
+    want_write_2: JobStatus
+    status: JobStatus = field(default_factory=JobStatus)
+    verdict: Condition | None = None
+    expected_removed: frozenset[str] = frozenset()
+    job_deleting: bool = False
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(TrackCase((), 0, JobStatus(), JobStatus()), id="no updates"),
+        pytest.param(
+            TrackCase(
+                (
+                    tracked("a", S),
+                    tracked("b", F),
+                    tracked("c", S, deleting=True),
+                    tracked("d", F, deleting=True),
+                    tracked("e", P, deleting=True),
+                    tracked("p", P),
+                    tracked("r", R),
+                ),
+                5,
+                job_status(0, 0, ("a", "c"), ("b", "d", "e")),
+                job_status(2, 3, (), ()),
+            ),
+            id="track finished pods",
+        ),
+        pytest.param(
+            TrackCase(
+                (
+                    released("e", S),
+                    released("x", F),
+                    released("y", P),
+                    tracked("a", S),
+                    tracked("b", F),
+                    tracked("c", S),
+                    tracked("d", F),
+                ),
+                4,
+                job_status(3, 4, ("a", "c"), ("b", "d")),
+                job_status(5, 6, (), ()),
+                status=job_status(2, 3, ("a", "e"), ("b", "f")),
+            ),
+            id="past and new finished pods",
+        ),
+        pytest.param(
+            TrackCase(
+                (
+                    tracked("a", S),
+                    tracked("b", F),
+                    tracked("c", S),
+                    tracked("d", F),
+                    tracked("e", S),
+                    tracked("f", F),
+                    tracked("g", S),
+                    tracked("h", F),
+                ),
+                4,
+                job_status(3, 4, ("a", "e"), ("b", "f")),
+                job_status(5, 6, (), ()),
+                status=job_status(2, 3, ("a", "g"), ("b", "h")),
+                expected_removed=frozenset({"c", "d", "g", "h"}),
+            ),
+            id="expecting removed finalizers",
+        ),
+        pytest.param(
+            TrackCase(
+                (tracked("a", S), tracked("b", F), tracked("c", P)),
+                3,
+                job_status(0, 0, ("a",), ("b",)),
+                job_status(1, 1, (), ()),
+                verdict=SUCCESS_CRITERIA_MET,
+            ),
+            id="succeeding job by JobSuccessPolicy",
+        ),
+        pytest.param(
+            TrackCase(
+                (tracked("a", S), tracked("b", F), tracked("c", R)),
+                3,
+                job_status(0, 0, ("a",), ("b", "c")),
+                job_status(1, 2, (), ()),
+                verdict=FAILED,
+            ),
+            id="failing job",
+        ),
+        pytest.param(
+            TrackCase(
+                (tracked("a", S), tracked("b", F), tracked("r", R)),
+                3,
+                job_status(0, 0, ("a",), ("b",)),
+                job_status(1, 1, (), ()),
+                job_deleting=True,
+            ),
+            id="deleted job",
+        ),
+        pytest.param(
+            TrackCase(
+                (*(tracked(str(i), S) for i in range(500)), tracked("b", F)),
+                499,
+                job_status(0, 1, tuple(str(i) for i in range(499)), ("b",)),
+                job_status(499, 1, (), ("b",)),
+                status=job_status(0, 0, (), ("a", "b")),
+            ),
+            id="too many finished",
+        ),
+    ],
+)
+def test_track_job_status_and_remove_finalizers(case: TrackCase) -> None:
+    """The finalizers removed and the two status writes, every removal succeeding, with
+    these functions in the order the core calls them around the API calls."""
+    with_finalizer = uids_with_finalizer(case.pods, case.expected_removed)
+    status = clean_uncounted_pods_without_finalizers(case.status, with_finalizer)
+    recorded = record_finished_pods(
+        case.pods,
+        status,
+        case.expected_removed,
+        case.verdict,
+        job_deleting=case.job_deleting,
+        max_uncounted=500,
+    )
+    write_1 = replace(
+        status,
+        uncounted_succeeded=recorded.uncounted_succeeded,
+        uncounted_failed=recorded.uncounted_failed,
+    )
+    removed = {p.uid for p in recorded.remove_finalizers}
+    write_2 = clean_uncounted_pods_without_finalizers(write_1, with_finalizer - removed)
+    assert len(removed) == case.want_removed
+    assert write_1 == case.want_write_1
+    assert write_2 == case.want_write_2
+
+
+def test_reaching_max_uncounted_stops_the_loop_and_says_so() -> None:
+    pods = [tracked(str(i), S) for i in range(3)]
+    recorded = record_finished_pods(
+        pods, JobStatus(), frozenset(), None, job_deleting=False, max_uncounted=2
+    )
+    assert recorded.reached_max_uncounted
+    assert [p.uid for p in recorded.remove_finalizers] == ["0", "1"]
+    assert [p.uid for p in recorded.newly_succeeded] == ["0", "1"]
+
+
+def test_only_pods_that_finished_on_their_own_enter_the_back_off_record() -> None:
+    # Running pods of a failed job count as failed, but did not fail themselves.
+    pods = [tracked("f", F), tracked("r", R)]
+    recorded = record_finished_pods(
+        pods, JobStatus(), frozenset(), FAILED, job_deleting=False, max_uncounted=500
+    )
+    assert recorded.uncounted_failed == ("f", "r")
+    assert [p.uid for p in recorded.newly_failed] == ["f"]
