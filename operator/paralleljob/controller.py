@@ -63,8 +63,8 @@ DEFAULT_DURATION_REFRESH_QPS = 5.0
 @dataclass(frozen=True)
 class ControllerConfig:
     core: CoreConfig = field(default_factory=CoreConfig)
-    #: How long a sync waits after being woken, so that a burst of pod events makes
-    #: one sync (upstream batches pod events for 1s).
+    #: Event-driven syncs of one job start at least this far apart, so that a burst
+    #: of pod events makes one sync (upstream batches pod events for 1s).
     sync_batch_seconds: float = 0.1
     #: Retry delays after a failed API call (upstream's job work queue: 1s .. 1min).
     retry_base_seconds: float = 1.0
@@ -99,6 +99,8 @@ class JobRuntime:
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
+        #: When the last sync started (monotonic), for batching pod events.
+        self.last_sync_started = float("-inf")
         # Expectations: API calls that succeeded but are not in the pod cache yet.
         self.pending_creates: dict[str, float] = {}
         self.pending_deletes: dict[str, float] = {}
@@ -280,8 +282,8 @@ class Controller:
                         await asyncio.wait_for(rt.wake.wait(), timeout=delay)
                     if rt.stopped:
                         break
-                    if rt.wake.is_set() and self.config.sync_batch_seconds > 0:
-                        await asyncio.sleep(self.config.sync_batch_seconds)
+                    if rt.wake.is_set():
+                        await self._batch_events(rt)
                 rt.wake.clear()
                 delay = await self._timed_sync(rt, pods_of)
         finally:
@@ -290,10 +292,18 @@ class Controller:
             if self.duration_slots is not None:
                 self.duration_slots.release(rt.uid)
 
+    async def _batch_events(self, rt: JobRuntime) -> None:
+        """At most one event-driven sync per ``sync_batch_seconds``: an event after a
+        quiet spell is acted on at once; a burst of pod events is gathered into the
+        next sync (upstream always waits its 1 s batch period)."""
+        wait = rt.last_sync_started + self.config.sync_batch_seconds - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+
     async def _timed_sync(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
         """sync_safely, with the progress markers the liveness probe reads."""
         rt.woken_at = rt.timer_due = None
-        rt.sync_started = time.monotonic()
+        rt.sync_started = rt.last_sync_started = time.monotonic()
         try:
             return await self.sync_safely(rt, pods_of)
         finally:

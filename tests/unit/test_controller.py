@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -134,3 +135,22 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
 
 def _job(uid: str) -> dict[str, Any]:
     return {**JOB, "metadata": {**JOB["metadata"], "uid": uid, "name": f"job-{uid}"}}
+
+
+def test_an_event_after_a_quiet_spell_syncs_at_once_a_burst_waits_for_the_batch() -> None:
+    async def scenario() -> None:
+        fake = FakeKube(JOB)
+        controller, recorder = _controller(fake)
+        controller.config = ControllerConfig(sync_batch_seconds=0.3)
+        rt = JobRuntime(fake.job)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await controller._batch_events(rt)  # never synced: no wait
+        assert loop.time() - started < 0.25
+        rt.last_sync_started = time.monotonic()
+        started = loop.time()
+        await controller._batch_events(rt)  # a sync just started: wait out the batch
+        assert loop.time() - started >= 0.25
+        await recorder.close()
+
+    asyncio.run(scenario())
