@@ -9,11 +9,11 @@ import json
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import date
-from functools import partial
 from pathlib import Path
+from typing import Any
 
 from . import ceiling, plots, report
 from .environment import (
@@ -73,55 +73,108 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-class Plan:
-    """The rounds of one setting, arms alternating within every scenario."""
+class Operator:
+    """Keeps the operator deployed with the setting the next round needs."""
 
-    def __init__(
-        self,
-        bench: Bench,
-        sizes: Sizes,
-        scenarios: set[str],
-        guard: Callable[[], Awaitable[None]],
-    ) -> None:
+    def __init__(self, bench: Bench) -> None:
+        self.bench = bench
+        #: The image the first deploy built (PJ_IMAGE, if set, skips even that build).
+        self.image: str | None = None
+        #: Per setting, what its deploy left running: image and configuration.
+        self.deployed: dict[str, dict[str, Any]] = {}
+
+    async def ensure(self, setting: Setting) -> bool:
+        """Deploys ``setting`` unless it is what runs; True when it deployed. The cluster
+        may be shared: a test run may have replaced or removed the operator meanwhile."""
+        try:
+            current = await operator_deployment(self.bench.kube)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            current = {}
+        if current and current == self.deployed.get(setting.name):
+            return False
+        if current not in self.deployed.values() and self.deployed:
+            self.bench.log(f"the operator is not as this run deployed it ({current})")
+        self.bench.log(f"deploying the operator: {setting.description}")
+        await asyncio.to_thread(deploy_operator, setting, self.image)
+        await poll(self._one_pod, timeout=120, what="exactly one running operator pod")
+        self.deployed[setting.name] = await operator_deployment(self.bench.kube)
+        self.image = str(self.deployed[setting.name]["image"])
+        return True
+
+    async def _one_pod(self) -> bool:
+        try:
+            await self.bench.refresh_operator()
+        except RuntimeError:
+            return False
+        return True
+
+
+class Plan:
+    """The rounds of one scenario in one setting, arms alternating."""
+
+    def __init__(self, bench: Bench, sizes: Sizes, operator: Operator) -> None:
         self.bench = bench
         self.sizes = sizes
-        self.scenarios = scenarios
-        #: Runs before every round: puts the operator back if someone replaced it.
-        self.guard = guard
-        self.rounds: list[Round] = []
+        self.operator = operator
+        self.one_job = one_job(sizes.one_job_completions, sizes.one_job_parallelism)
+        self.reaction = reaction(sizes.reaction_jobs, sizes.reaction_rate)
 
-    async def alternate(self, arms: Sequence[Arm], *steps: tuple[str, Body]) -> None:
-        for index in range(1, self.sizes.rounds + 1):
+    async def _ensure(self, setting: Setting) -> None:
+        if await self.operator.ensure(setting) and self.sizes.warmup_completions:
+            # Discarded: a fresh operator's (and the first round's) one-time costs.
+            warmup = one_job(self.sizes.warmup_completions, self.sizes.one_job_parallelism)
+            for arm in BOTH:
+                await self.bench.run_round("warm-up", arm, 0, warmup)
+
+    async def _alternate(
+        self, setting: Setting, arms: Sequence[Arm], *steps: tuple[str, Body], rounds: int = 0
+    ) -> list[Round]:
+        out = []
+        for index in range(1, (rounds or self.sizes.rounds) + 1):
             for key, body in steps:
                 for arm in arms:
-                    await self.guard()
-                    self.rounds.append(await self.bench.run_round(key, arm, index, body))
+                    await self._ensure(setting)
+                    out.append(await self.bench.run_round(key, arm, index, body))
+        return out
 
-    async def run(self) -> list[Round]:
-        s, want = self.sizes, self.scenarios
-        s1 = one_job(s.one_job_completions, s.one_job_parallelism)
-        s3 = reaction(s.reaction_jobs, s.reaction_rate)
-        if s.warmup:
-            for arm in BOTH:  # discarded: caches, connections, first-time costs
-                await self.bench.run_round("warm-up", arm, 0, s1)
-        if "s1" in want:
-            await self.alternate((*BOTH, Arm.CEILING), ("s1", s1))
-        if "s2" in want:
-            await self.alternate(BOTH, ("s2", many_jobs(s.many_jobs, s.many_jobs_completions)))
-        if "s3" in want:
-            await self.alternate(BOTH, ("s3", s3))
-        if "s4" in want:
-            await self.alternate(BOTH, ("s4", scale_up(s.scale_to)))
-        if "s5" in want:
-            async with background(self.bench, Arm.OPERATOR, s.background_jobs):
-                await self.alternate(BOTH, ("s5a-s1", s1), ("s5a-s3", s3))
-            async with background(self.bench, Arm.BUILTIN, s.background_jobs):
-                await self.alternate((Arm.BUILTIN,), ("s5b-s1", s1), ("s5b-s3", s3))
-        if "s6" in want:
-            await self.alternate(BOTH, ("s6", scale(s.scale_jobs, s.scale_completions)))
-        if "s7" in want:
-            await self.alternate(BOTH, ("s7", idle(s.idle_jobs, s.idle_window)))
-        return self.rounds
+    async def run(self, scenario: str, setting: Setting) -> list[Round]:
+        s = self.sizes
+        await self._ensure(setting)
+        match scenario:
+            case "s1":
+                return await self._alternate(setting, (*BOTH, Arm.CEILING), ("s1", self.one_job))
+            case "s2":
+                body = many_jobs(s.many_jobs, s.many_jobs_completions)
+                return await self._alternate(setting, BOTH, ("s2", body))
+            case "s3":
+                return await self._alternate(setting, BOTH, ("s3", self.reaction))
+            case "s4":
+                return await self._alternate(setting, BOTH, ("s4", scale_up(s.scale_to)))
+            case "s5":
+                return await self._under_load(setting)
+            case "s6":
+                body = scale(s.scale_jobs, s.scale_completions)
+                return await self._alternate(setting, BOTH, ("s6", body), rounds=s.scale_rounds)
+            case "s7":
+                return await self._alternate(
+                    setting, BOTH, ("s7", idle(s.idle_jobs, s.idle_window))
+                )
+        raise ValueError(f"unknown scenario {scenario}")
+
+    async def _under_load(self, setting: Setting) -> list[Round]:
+        """Scenario 5: 1 and 3 under the operator's background load (both arms), then
+        the built-in's under its own."""
+        steps = (("s1", self.one_job), ("s3", self.reaction))
+        out = []
+        async with background(self.bench, Arm.OPERATOR, self.sizes.background_jobs):
+            loaded = [(f"s5a-{key}", body) for key, body in steps]
+            out += await self._alternate(setting, BOTH, *loaded)
+        async with background(self.bench, Arm.BUILTIN, self.sizes.background_jobs):
+            loaded = [(f"s5b-{key}", body) for key, body in steps]
+            out += await self._alternate(setting, (Arm.BUILTIN,), *loaded)
+        return out
 
 
 async def remove_leftovers(bench: Bench) -> None:
@@ -135,7 +188,7 @@ async def remove_leftovers(bench: Bench) -> None:
 async def run(args: argparse.Namespace) -> int:
     sizes = QUICK if args.quick else FULL
     if args.rounds:
-        sizes = replace(sizes, rounds=args.rounds)
+        sizes = replace(sizes, rounds=args.rounds, scale_rounds=args.rounds)
     settings = [SETTINGS[name] for name in args.settings.split(",")]
     audit_log = CLUSTER_DIR / "logs" / "audit.log"
     if not audit_log.exists():
@@ -146,66 +199,60 @@ async def run(args: argparse.Namespace) -> int:
         )
         return 1
     started = time.monotonic()
-    rounds: dict[str, list[Round]] = {}
-    setting_info: dict[str, dict[str, object]] = {}
+    # One date for every file of the run, however long it takes.
+    args.date = date.today().isoformat()
+    rounds: dict[str, list[Round]] = {s.name: [] for s in settings}
     async with Kube(load_credentials(CLUSTER_DIR / "kubeconfig")) as kube:
         bench = Bench(kube, progress_every=sizes.progress_every, defer_deletion=args.quick)
         bench.log(f"{'quick' if args.quick else 'full'} run: {sizes}")
         await remove_leftovers(bench)
         await ceiling.ensure_identity(kube)
-        image: str | None = None
-        for setting in settings:
-            image = await deploy(bench, setting, image)
-            operator = await operator_deployment(kube)
-            setting_info[setting.name] = {"description": setting.description, "operator": operator}
-            guard = partial(keep_operator, bench, setting, operator)
-            plan = Plan(bench, sizes, set(args.scenarios.split(",")), guard)
-            rounds[setting.name] = await plan.run()
-            await bench.wait_deletions()
-    meta = {
-        "date": date.today().isoformat(),
+        operator = Operator(bench)
+        plan = Plan(bench, sizes, operator)
+        scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
+        for scenario, setting in run_order(scenarios, settings, quick=args.quick):
+            rounds[setting.name] += await plan.run(scenario, setting)
+            if not args.quick:  # a checkpoint, should the run be interrupted
+                meta = metadata(args, sizes, settings, operator, started)
+                write_results(args.out, meta, rounds, sizes, show=False)
+        await bench.wait_deletions()
+    write_results(args.out, metadata(args, sizes, settings, operator, started), rounds, sizes)
+    return 0 if all_produced_numbers(rounds) else 1
+
+
+def run_order(
+    scenarios: Sequence[str], settings: Sequence[Setting], *, quick: bool
+) -> list[tuple[str, Setting]]:
+    """A full run goes scenario by scenario, each in every setting, so that an
+    interrupted run still has comparable figures for what it finished (results are
+    written after each); a quick run goes setting by setting: two deploys instead of
+    one per scenario and setting."""
+    if quick:
+        return [(scenario, setting) for setting in settings for scenario in scenarios]
+    return [(scenario, setting) for scenario in scenarios for setting in settings]
+
+
+def metadata(
+    args: argparse.Namespace,
+    sizes: Sizes,
+    settings: Sequence[Setting],
+    operator: Operator,
+    started: float,
+) -> dict[str, Any]:
+    return {
+        "date": args.date,
         "quick": args.quick,
         "commit": git_commit(),
         "rounds": sizes.rounds,
         "sizes": vars(sizes),
         "versions": versions(),
         "machine": machine(),
-        "settings": setting_info,
+        "settings": {
+            s.name: {"description": s.description, "operator": operator.deployed.get(s.name, {})}
+            for s in settings
+        },
         "duration_min": (time.monotonic() - started) / 60,
     }
-    write_results(args.out, meta, rounds, sizes)
-    return 0 if all_produced_numbers(rounds) else 1
-
-
-async def deploy(bench: Bench, setting: Setting, image: str | None) -> str:
-    """Deploys the operator with ``setting`` (the first deploy builds the image; later
-    ones reuse it) and waits until its pod is the only one."""
-    bench.log(f"deploying the operator: {setting.description}")
-    await asyncio.to_thread(deploy_operator, setting, image)
-
-    async def one_operator_pod() -> bool:
-        try:
-            await bench.refresh_operator()
-        except RuntimeError:
-            return False
-        return True
-
-    await poll(one_operator_pod, timeout=120, what="exactly one running operator pod")
-    return str((await operator_deployment(bench.kube))["image"])
-
-
-async def keep_operator(bench: Bench, setting: Setting, expected: dict[str, object]) -> None:
-    """Redeploys the operator if it is no longer what this setting deployed (the cluster
-    is shared: a test run may have redeployed or removed it)."""
-    try:
-        current = await operator_deployment(bench.kube)
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
-        current = {}
-    if current != expected:
-        bench.log(f"the operator was changed or removed ({current}); deploying it again")
-        await deploy(bench, setting, str(expected["image"]))
 
 
 def all_produced_numbers(rounds: dict[str, list[Round]]) -> bool:
@@ -219,8 +266,15 @@ def all_produced_numbers(rounds: dict[str, list[Round]]) -> bool:
 
 
 def write_results(
-    out: Path, meta: dict[str, object], rounds: dict[str, list[Round]], sizes: Sizes
+    out: Path,
+    meta: dict[str, Any],
+    rounds: dict[str, list[Round]],
+    sizes: Sizes,
+    *,
+    show: bool = True,
 ) -> None:
+    """Writes the markdown, JSON and plots (again after every scenario); ``show``
+    prints the table too."""
     out.mkdir(parents=True, exist_ok=True)
     stem = f"{meta['date']}{'-quick' if meta['quick'] else ''}"
     summaries = {setting: report.summarize(rs) for setting, rs in rounds.items()}
@@ -231,8 +285,9 @@ def write_results(
     (out / f"{stem}.md").write_text(text)
     data = report.to_json(meta, rounds, summaries)
     (out / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
-    print(text)
-    print(f"bench: results in {out / stem}.md (.json, plots beside it)", file=sys.stderr)
+    if show:
+        print(text)
+        print(f"bench: results in {out / stem}.md (.json, plots beside it)", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

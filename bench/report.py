@@ -426,6 +426,8 @@ def markdown(
         "",
     ]
     for name, info in meta["settings"].items():
+        if not rounds.get(name):
+            continue  # an interrupted run's setting not reached yet
         config = ", ".join(f"{k}={v}" for k, v in sorted(info["operator"]["config"].items()))
         out += [
             f"## Setting: {info['description']}",

@@ -23,8 +23,10 @@ CREATE_CONCURRENCY = 50
 @dataclass(frozen=True)
 class Sizes:
     rounds: int
-    #: One discarded round of scenario 1 per arm after each deploy.
-    warmup: bool
+    #: Scenario 6's rounds: its built-in rounds take a quarter of an hour each.
+    scale_rounds: int
+    #: After each deploy, one discarded round per arm of a job this big (0: none).
+    warmup_completions: int
     one_job_completions: int
     one_job_parallelism: int
     many_jobs: int
@@ -42,7 +44,8 @@ class Sizes:
 
 FULL = Sizes(
     rounds=5,
-    warmup=True,
+    scale_rounds=3,
+    warmup_completions=100,
     one_job_completions=1000,
     one_job_parallelism=100,
     many_jobs=200,
@@ -60,7 +63,8 @@ FULL = Sizes(
 
 QUICK = Sizes(
     rounds=1,
-    warmup=False,
+    scale_rounds=1,
+    warmup_completions=0,
     one_job_completions=20,
     one_job_parallelism=10,
     many_jobs=4,
