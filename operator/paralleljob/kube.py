@@ -107,6 +107,10 @@ class Kube:
         self, configuration: Any, *, concurrency: int = 64, qps: float = 0.0, burst: int = 1
     ) -> None:
         configuration.connection_pool_maxsize = max(concurrency, 1)
+        # trust_env would make aiohttp look for ~/.netrc credentials on a worker thread
+        # before every request that carries no aiohttp auth object (all of ours: the
+        # token is a header); the proxy, if any, comes from the kubeconfig.
+        configuration.client_session_kwargs = {"trust_env": False}
         self.api = aio_client.ApiClient(configuration)
         self.api.user_agent = "paralleljob-operator"
         self.host: str = configuration.host

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -10,12 +11,13 @@ from typing import Any, cast
 
 import kopf
 import pytest
+from kubernetes.aio import client as aio_client
 from kubernetes.aio.config import incluster_config
 
 from paralleljob import handlers
 from paralleljob.cli import StartupError, preflight
 from paralleljob.config import OperatorConfig
-from paralleljob.kube import ConfigError, load_configuration
+from paralleljob.kube import ApiError, ConfigError, Kube, load_configuration
 
 # kopf's decorators type handlers as its ActivityFn; call them as the plain coroutines.
 login = cast(Callable[[], Coroutine[Any, Any, kopf.ConnectionInfo]], handlers.login)
@@ -137,3 +139,19 @@ def test_kopf_logs_in_with_the_operators_configuration(
     assert info.scheme is not None and info.scheme.lower() == "bearer"
     assert (info.server, info.token) == ("https://10.96.0.1:443", "sa-token")
     assert str(info.ca_path).endswith("ca.crt")
+
+
+def test_the_client_session_does_not_look_for_netrc_credentials_per_request() -> None:
+    """aiohttp with trust_env reads ~/.netrc on a worker thread before each request."""
+
+    async def session_trusts_env() -> bool:
+        configuration = aio_client.Configuration()
+        configuration.host = "https://127.0.0.1:1"
+        kube = Kube(configuration)
+        with contextlib.suppress(ApiError):
+            await kube.request("GET", "/version", timeout=1)
+        trusted = bool(kube.api.rest_client.pool_manager._trust_env)
+        await kube.close()
+        return trusted
+
+    assert not asyncio.run(session_trusts_env())
