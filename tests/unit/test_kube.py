@@ -150,7 +150,9 @@ def test_the_client_session_does_not_look_for_netrc_credentials_per_request() ->
         kube = Kube(configuration)
         with contextlib.suppress(ApiError):
             await kube.request("GET", "/version", timeout=1)
-        trusted = bool(kube.api.rest_client.pool_manager._trust_env)
+        session = kube.api.rest_client.pool_manager
+        assert session is not None, "the request opened the session"
+        trusted = bool(session._trust_env)
         await kube.close()
         return trusted
 
