@@ -15,7 +15,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from . import ceiling, plots, report
+from . import ceiling, lock, plots, report
 from .environment import (
     SETTINGS,
     Setting,
@@ -62,6 +62,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--scenarios", default=",".join(SCENARIOS), help="comma list of s1..s7 (default all)"
     )
+    parser.add_argument("--note", default="", help="a line for the results' header")
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory"
     )
@@ -185,11 +186,83 @@ async def remove_leftovers(bench: Bench) -> None:
         await bench.delete_namespace(item["metadata"]["name"])
 
 
+class Run:
+    """One invocation: what it runs, in which order, and what it has measured so far."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.quick: bool = args.quick
+        self.out: Path = args.out
+        self.note: str = args.note
+        sizes = QUICK if args.quick else FULL
+        if args.rounds:
+            sizes = replace(sizes, rounds=args.rounds, scale_rounds=args.rounds)
+        self.sizes = sizes
+        self.settings = [SETTINGS[name] for name in args.settings.split(",")]
+        self.scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
+        self.rounds: dict[str, list[Round]] = {s.name: [] for s in self.settings}
+        self.started = time.monotonic()
+        # One date for every file of the run, however long it takes.
+        self.date = date.today().isoformat()
+        self.deployed: dict[str, dict[str, Any]] = {}
+
+    def order(self) -> list[tuple[str, Setting]]:
+        """A full run goes scenario by scenario, each in every setting, so that an
+        interrupted run still has comparable figures for what it finished (results are
+        written after each); a quick run goes setting by setting: two deploys instead of
+        one per scenario and setting."""
+        if self.quick:
+            return [(sc, st) for st in self.settings for sc in self.scenarios]
+        return [(sc, st) for sc in self.scenarios for st in self.settings]
+
+    async def execute(self, bench: Bench) -> None:
+        operator = Operator(bench)
+        self.deployed = operator.deployed
+        plan = Plan(bench, self.sizes, operator)
+        await remove_leftovers(bench)
+        for scenario, setting in self.order():
+            self.rounds[setting.name] += await plan.run(scenario, setting)
+            if not self.quick:  # a checkpoint, should the run be interrupted
+                self.write(show=False)
+        await bench.wait_deletions()
+
+    def metadata(self) -> dict[str, Any]:
+        return {
+            "date": self.date,
+            "quick": self.quick,
+            "note": self.note,
+            "commit": git_commit(),
+            "rounds": self.sizes.rounds,
+            "sizes": vars(self.sizes),
+            "versions": versions(),
+            "machine": machine(),
+            "settings": {
+                s.name: {"description": s.description, "operator": self.deployed.get(s.name, {})}
+                for s in self.settings
+            },
+            "duration_min": (time.monotonic() - self.started) / 60,
+        }
+
+    def write(self, *, show: bool = True) -> None:
+        """Writes the markdown, JSON and plots; ``show`` prints the table too."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        stem = f"{self.date}{'-quick' if self.quick else ''}"
+        meta = self.metadata()
+        summaries = {setting: report.summarize(rs) for setting, rs in self.rounds.items()}
+        pods_png, latency_png = f"{stem}-s1-pods.png", f"{stem}-s3-latency.png"
+        plots.pods_over_time(self.rounds, self.out / pods_png)
+        plots.latency_cdfs(self.rounds, self.out / latency_png)
+        text = report.markdown(meta, self.rounds, summaries, self.sizes, [pods_png, latency_png])
+        (self.out / f"{stem}.md").write_text(text)
+        data = report.to_json(meta, self.rounds, summaries)
+        (self.out / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
+        if show:
+            print(text)
+            print(
+                f"bench: results in {self.out / stem}.md (.json, plots beside it)", file=sys.stderr
+            )
+
+
 async def run(args: argparse.Namespace) -> int:
-    sizes = QUICK if args.quick else FULL
-    if args.rounds:
-        sizes = replace(sizes, rounds=args.rounds, scale_rounds=args.rounds)
-    settings = [SETTINGS[name] for name in args.settings.split(",")]
     audit_log = CLUSTER_DIR / "logs" / "audit.log"
     if not audit_log.exists():
         print(
@@ -198,61 +271,19 @@ async def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    started = time.monotonic()
-    # One date for every file of the run, however long it takes.
-    args.date = date.today().isoformat()
-    rounds: dict[str, list[Round]] = {s.name: [] for s in settings}
+    this = Run(args)
     async with Kube(load_credentials(CLUSTER_DIR / "kubeconfig")) as kube:
-        bench = Bench(kube, progress_every=sizes.progress_every, defer_deletion=args.quick)
-        bench.log(f"{'quick' if args.quick else 'full'} run: {sizes}")
-        await remove_leftovers(bench)
+        bench = Bench(kube, progress_every=this.sizes.progress_every, defer_deletion=this.quick)
+        bench.log(f"{'quick' if this.quick else 'full'} run: {this.sizes}")
         await ceiling.ensure_identity(kube)
-        operator = Operator(bench)
-        plan = Plan(bench, sizes, operator)
-        scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
-        for scenario, setting in run_order(scenarios, settings, quick=args.quick):
-            rounds[setting.name] += await plan.run(scenario, setting)
-            if not args.quick:  # a checkpoint, should the run be interrupted
-                meta = metadata(args, sizes, settings, operator, started)
-                write_results(args.out, meta, rounds, sizes, show=False)
-        await bench.wait_deletions()
-    write_results(args.out, metadata(args, sizes, settings, operator, started), rounds, sizes)
-    return 0 if all_produced_numbers(rounds) else 1
-
-
-def run_order(
-    scenarios: Sequence[str], settings: Sequence[Setting], *, quick: bool
-) -> list[tuple[str, Setting]]:
-    """A full run goes scenario by scenario, each in every setting, so that an
-    interrupted run still has comparable figures for what it finished (results are
-    written after each); a quick run goes setting by setting: two deploys instead of
-    one per scenario and setting."""
-    if quick:
-        return [(scenario, setting) for setting in settings for scenario in scenarios]
-    return [(scenario, setting) for scenario in scenarios for setting in settings]
-
-
-def metadata(
-    args: argparse.Namespace,
-    sizes: Sizes,
-    settings: Sequence[Setting],
-    operator: Operator,
-    started: float,
-) -> dict[str, Any]:
-    return {
-        "date": args.date,
-        "quick": args.quick,
-        "commit": git_commit(),
-        "rounds": sizes.rounds,
-        "sizes": vars(sizes),
-        "versions": versions(),
-        "machine": machine(),
-        "settings": {
-            s.name: {"description": s.description, "operator": operator.deployed.get(s.name, {})}
-            for s in settings
-        },
-        "duration_min": (time.monotonic() - started) / 60,
-    }
+        try:
+            async with lock.exclusive(kube):
+                await this.execute(bench)
+        except lock.BenchBusy as exc:
+            print(f"bench: error: {exc}", file=sys.stderr)
+            return 1
+    this.write()
+    return 0 if all_produced_numbers(this.rounds) else 1
 
 
 def all_produced_numbers(rounds: dict[str, list[Round]]) -> bool:
@@ -263,31 +294,6 @@ def all_produced_numbers(rounds: dict[str, list[Round]]) -> bool:
             key = (setting, r.scenario, r.arm)
             groups[key] = groups.get(key, False) or (r.error is None and bool(r.metrics))
     return all(groups.values())
-
-
-def write_results(
-    out: Path,
-    meta: dict[str, Any],
-    rounds: dict[str, list[Round]],
-    sizes: Sizes,
-    *,
-    show: bool = True,
-) -> None:
-    """Writes the markdown, JSON and plots (again after every scenario); ``show``
-    prints the table too."""
-    out.mkdir(parents=True, exist_ok=True)
-    stem = f"{meta['date']}{'-quick' if meta['quick'] else ''}"
-    summaries = {setting: report.summarize(rs) for setting, rs in rounds.items()}
-    pods_png, latency_png = f"{stem}-s1-pods.png", f"{stem}-s3-latency.png"
-    plots.pods_over_time(rounds, out / pods_png)
-    plots.latency_cdfs(rounds, out / latency_png)
-    text = report.markdown(meta, rounds, summaries, sizes, [pods_png, latency_png])
-    (out / f"{stem}.md").write_text(text)
-    data = report.to_json(meta, rounds, summaries)
-    (out / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
-    if show:
-        print(text)
-        print(f"bench: results in {out / stem}.md (.json, plots beside it)", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

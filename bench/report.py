@@ -420,6 +420,7 @@ def markdown(
         "brackets; latencies are watch receive-time differences seen by one observer. "
         f"Run took {meta['duration_min']:.0f} min.",
         "",
+        *([f"**Note**: {meta['note']}", ""] if meta.get("note") else []),
         "**Versions**: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
         "",
         "**Machine**: " + ", ".join(f"{k} {v}" for k, v in meta["machine"].items()),
