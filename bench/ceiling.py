@@ -13,7 +13,7 @@ import asyncio
 import time
 
 from .kube import ApiError, JsonDict, Kube
-from .observer import BenchTimeout, Observer
+from .observer import Observer, RoundFailed
 from .runner import Bench, Outcome
 from .stats import window_rate
 from .workloads import bare_pod, pods_path
@@ -131,7 +131,7 @@ async def run(
             try:
                 await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(pods))), timeout)
             except TimeoutError:
-                raise BenchTimeout(
+                raise RoundFailed(
                     f"the ceiling client did not finish {pods} pods in {timeout:.0f}s; "
                     f"seen: {seen.progress()}"
                 ) from None

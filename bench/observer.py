@@ -21,8 +21,9 @@ from .kube import ApiError, JsonDict, Kube
 T = TypeVar("T")
 
 
-class BenchTimeout(Exception):
-    """A round's condition did not hold before its deadline."""
+class RoundFailed(Exception):
+    """A round cannot produce its figures: a condition did not hold before its
+    deadline, or a job Failed (with pods that always succeed, a controller's fault)."""
 
 
 @dataclass
@@ -164,12 +165,14 @@ class Observer:
         """Waits, woken by every event, until ``predicate`` returns a truthy value."""
         deadline = time.monotonic() + timeout
         while not (value := predicate()):
+            if self.failed:
+                raise RoundFailed(f"{self.failed} job(s) Failed while waiting for {what}")
             for task in self._tasks:
                 if task.done() and not task.cancelled() and task.exception():
                     raise RuntimeError(f"{task.get_name()} failed") from task.exception()
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise BenchTimeout(
+                raise RoundFailed(
                     f"timed out after {timeout:.0f}s waiting for {what}; seen: {self.progress()}"
                 )
             self._changed.clear()

@@ -16,7 +16,7 @@ from typing import Any
 
 from . import audit, procstat
 from .kube import ApiError, Kube
-from .observer import BenchTimeout, Observer
+from .observer import Observer, RoundFailed
 from .workloads import Arm, jobs_path, pods_path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -225,7 +225,7 @@ class Bench:
                     result.calls = audit.by_user(counts, USERS[arm])
                     result.finished_pods = outcome.finished_pods
                     result.calls_per_pod = calls_per_pod(result.calls, outcome.finished_pods)
-                except (BenchTimeout, ApiError, ValueError) as exc:
+                except (RoundFailed, ApiError, ValueError) as exc:
                     result.error = str(exc)
                     self.log(f"{scenario} {arm.label} round {index}: FAILED: {exc}")
                 finally:
@@ -263,9 +263,9 @@ def format_metrics(metrics: dict[str, float]) -> str:
 
 
 async def poll(probe: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> None:
-    """Re-evaluates ``probe`` every 0.25 s until it holds; BenchTimeout after ``timeout``."""
+    """Re-evaluates ``probe`` every 0.25 s until it holds; RoundFailed after ``timeout``."""
     deadline = time.monotonic() + timeout
     while not await probe():
         if time.monotonic() >= deadline:
-            raise BenchTimeout(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise RoundFailed(f"timed out after {timeout:.0f}s waiting for {what}")
         await asyncio.sleep(0.25)
