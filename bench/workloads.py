@@ -25,9 +25,7 @@ class Arm(enum.Enum):
 
     @property
     def label(self) -> str:
-        return {"Job": "built-in Job", "ParallelJob": "ParallelJob", "ceiling": "ceiling"}[
-            self.value
-        ]
+        return "built-in Job" if self is Arm.BUILTIN else self.value
 
 
 _API = {
