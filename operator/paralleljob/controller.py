@@ -6,6 +6,11 @@ out -- and then runs one sync: read the job and its pods from memory (the pod in
 keyed by job uid, so the cost is O(the job's pods)), ask the pure core what to do,
 do it through the one shared async API client, and write status. Syncs of one job
 never overlap; syncs of different jobs run concurrently.
+
+Its I/O is injected, as upstream's job controller injects ``podControl`` and
+``updateStatusHandler``: API calls go through a :class:`~.api.ControllerApi`, Events
+through a :class:`~.events.Recorder`, and the time comes from a :class:`Clock`, so that
+unit tests run :meth:`Controller.sync` itself against an in-memory API and hold the clock.
 """
 
 from __future__ import annotations
@@ -14,18 +19,20 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from . import constants as c
 from . import metrics
+from .api import ApiError, ControllerApi
 from .core import (
     CoreConfig,
     Event,
     PodOutcome,
     PodPlan,
+    SyncContext,
     SyncInput,
     SyncResult,
     count_and_enact,
@@ -33,8 +40,8 @@ from .core import (
     sync_context,
     track,
 )
-from .events import EventRecorder, JobRef
-from .kube import ApiError, Kube
+from .events import JobRef, Recorder
+from .expectations import UIDTrackingExpectations
 from .model import (
     JobStatus,
     PodInfo,
@@ -51,9 +58,6 @@ from .ratelimit import SlotScheduler
 log = logging.getLogger(__name__)
 
 JsonDict = dict[str, Any]
-
-#: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes.
-EXPECTATIONS_TIMEOUT = 300.0
 
 #: Default of PJ_DURATION_REFRESH_QPS: status writes per second, over all jobs, that
 #: only refresh the printed DURATION of running jobs.
@@ -76,6 +80,23 @@ class ControllerConfig:
     duration_refresh_qps: float = DEFAULT_DURATION_REFRESH_QPS
 
 
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Where the shell reads the time (upstream's job controller holds a
+    ``clock.WithTicker``): ``now`` is the core's wall clock, ``monotonic`` the seconds
+    that expectations, retries and the write budget measure."""
+
+    now: Callable[[], datetime] = _utc_now
+    monotonic: Callable[[], float] = time.monotonic
+
+
+REAL_CLOCK = Clock()
+
+
 def _rv(value: object) -> int:
     try:
         return int(str(value))
@@ -90,21 +111,22 @@ class Conflict(Exception):
 class JobRuntime:
     """What the operator keeps in memory about one job between syncs."""
 
-    def __init__(self, body: Mapping[str, Any]) -> None:
+    def __init__(
+        self, body: Mapping[str, Any], monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
         meta = body["metadata"]
         self.uid: str = meta["uid"]
         self.namespace: str = meta["namespace"]
         self.name: str = meta["name"]
         self.body: Mapping[str, Any] = body
+        self._monotonic = monotonic
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
         #: When the last sync started (monotonic), for batching pod events.
         self.last_sync_started = float("-inf")
-        # Expectations: API calls that succeeded but are not in the pod cache yet.
-        self.pending_creates: dict[str, float] = {}
-        self.pending_deletes: dict[str, float] = {}
-        self.pending_finalizer_removals: dict[str, float] = {}
+        #: Pod changes this loop made that the pod cache does not show yet.
+        self.expectations = UIDTrackingExpectations()
         self.create_failures = 0
         self.create_retry_at = 0.0
         self.api_failures = 0
@@ -140,7 +162,7 @@ class JobRuntime:
     def poke(self) -> None:
         """Wakes the loop (a pod or job event), remembering since when it has work."""
         if self.woken_at is None:
-            self.woken_at = time.monotonic()
+            self.woken_at = self._monotonic()
         self.wake.set()
 
     def watched(self, resource_version: object) -> None:
@@ -159,51 +181,13 @@ class JobRuntime:
             return
         self.unechoed = (rv, now)
 
-    def observe_pod(self, uid: str, *, gone: bool, deleting: bool, has_finalizer: bool) -> None:
-        """A pod watch event: settles the expectations it fulfils."""
-        self.pending_creates.pop(uid, None)
-        if gone or deleting:
-            self.pending_deletes.pop(uid, None)
-        if gone or not has_finalizer:
-            self.pending_finalizer_removals.pop(uid, None)
-
-    def _unsettled(
-        self, pods: Mapping[str, PodInfo], now: float
-    ) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
-        """The expectations the cache (``pods``) does not yet settle and that have not
-        timed out: pending creates, deletes and finalizer removals."""
-
-        def live(since: float) -> bool:
-            return now - since <= EXPECTATIONS_TIMEOUT
-
-        creates = {u: t for u, t in self.pending_creates.items() if u not in pods and live(t)}
-        deletes = {
-            u: t
-            for u, t in self.pending_deletes.items()
-            if (p := pods.get(u)) is not None and not p.deleting and live(t)
-        }
-        removals = {
-            u: t
-            for u, t in self.pending_finalizer_removals.items()
-            if (p := pods.get(u)) is not None and p.has_finalizer and live(t)
-        }
-        return creates, deletes, removals
-
-    def expectations(self, pods: Mapping[str, PodInfo], now: float) -> tuple[bool, frozenset[str]]:
-        creates, deletes, removals = self._unsettled(pods, now)
-        self.pending_creates, self.pending_deletes = creates, deletes
-        self.pending_finalizer_removals = removals
-        satisfied = not self.pending_creates and not self.pending_deletes
-        return satisfied, frozenset(self.pending_finalizer_removals)
-
-    def clock(self, pods: Mapping[str, PodInfo], now: float) -> LoopClock:
+    def loop_clock(self, pods: Mapping[str, PodInfo], now: float) -> LoopClock:
         """The loop's pending work, for the liveness probe (changes nothing)."""
-        pending = [t for group in self._unsettled(pods, now) for t in group.values()]
         return LoopClock(
             woken_at=self.woken_at,
             timer_due=self.timer_due,
             sync_started=self.sync_started,
-            unobserved_since=min(pending, default=None),
+            unobserved_since=self.expectations.unobserved_since(pods, now),
             unechoed_since=self.unechoed[1] if self.unechoed is not None else None,
         )
 
@@ -211,11 +195,30 @@ class JobRuntime:
 PodsOf = Callable[[str], Iterable[PodInfo]]
 
 
+@dataclass(frozen=True)
+class SyncReport:
+    """What one sync did: when to sync again and, when the core ran, what it planned,
+    what the pod calls achieved, whose finalizers went, and its result."""
+
+    delay: float | None
+    plan: PodPlan = field(default_factory=PodPlan)
+    outcome: PodOutcome = field(default_factory=PodOutcome)
+    removed: tuple[str, ...] = ()
+    result: SyncResult | None = None
+
+
 class Controller:
-    def __init__(self, kube: Kube, recorder: EventRecorder, config: ControllerConfig) -> None:
-        self.kube = kube
+    def __init__(
+        self,
+        api: ControllerApi,
+        recorder: Recorder,
+        config: ControllerConfig,
+        clock: Clock = REAL_CLOCK,
+    ) -> None:
+        self.api = api
         self.recorder = recorder
         self.config = config
+        self.clock = clock
         self.jobs: dict[str, JobRuntime] = {}
         rate = config.duration_refresh_qps
         self.duration_slots = SlotScheduler(rate) if rate > 0 else None
@@ -227,7 +230,7 @@ class Controller:
 
     def pending_syncs(self) -> int:
         """Jobs woken (by an event, or their timer) whose sync has not started yet."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         return sum(
             1
             for rt in list(self.jobs.values())
@@ -243,7 +246,7 @@ class Controller:
         meta = body["metadata"]
         rt = self.jobs.get(meta["uid"])
         if rt is None:
-            rt = JobRuntime(body)
+            rt = JobRuntime(body, self.clock.monotonic)
             self.jobs[rt.uid] = rt
             rt.task = asyncio.create_task(
                 self._run_job(rt, pods_of), name=f"job {rt.namespace}/{rt.name}"
@@ -277,7 +280,7 @@ class Controller:
         try:
             while not rt.stopped:
                 if delay is None or delay > 0:
-                    rt.timer_due = None if delay is None else time.monotonic() + delay
+                    rt.timer_due = None if delay is None else self.clock.monotonic() + delay
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(rt.wake.wait(), timeout=delay)
                     if rt.stopped:
@@ -296,14 +299,14 @@ class Controller:
         """At most one event-driven sync per ``sync_batch_seconds``: an event after a
         quiet spell is acted on at once; a burst of pod events is gathered into the
         next sync (upstream always waits its 1 s batch period)."""
-        wait = rt.last_sync_started + self.config.sync_batch_seconds - time.monotonic()
+        wait = rt.last_sync_started + self.config.sync_batch_seconds - self.clock.monotonic()
         if wait > 0:
             await asyncio.sleep(wait)
 
     async def _timed_sync(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
         """sync_safely, with the progress markers the liveness probe reads."""
         rt.woken_at = rt.timer_due = None
-        rt.sync_started = rt.last_sync_started = time.monotonic()
+        rt.sync_started = rt.last_sync_started = self.clock.monotonic()
         try:
             return await self.sync_safely(rt, pods_of)
         finally:
@@ -312,7 +315,7 @@ class Controller:
     def stalls(self, pods_of: PodsOf, now: float) -> list[Stall]:
         """The job loops with work pending for longer than ``stall_seconds``."""
         clocks = {
-            f"{rt.namespace}/{rt.name}": rt.clock({p.uid: p for p in pods_of(rt.uid)}, now)
+            f"{rt.namespace}/{rt.name}": rt.loop_clock({p.uid: p for p in pods_of(rt.uid)}, now)
             for rt in list(self.jobs.values())
         }
         return stalls(clocks, now, self.config.stall_seconds)
@@ -320,7 +323,7 @@ class Controller:
     async def sync_safely(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
         """One sync; never raises (a failure is logged and retried with back-off)."""
         try:
-            delay = await self.sync(rt, pods_of)
+            report = await self.sync(rt, pods_of)
         except Conflict:
             rt.api_failures = 0
             return 0.0
@@ -338,7 +341,7 @@ class Controller:
             log.exception("sync of %s/%s failed, retrying in %.0fs", rt.namespace, rt.name, delay)
             return delay
         rt.api_failures = 0
-        return delay
+        return report.delay
 
     def _retry_delay(self, rt: JobRuntime) -> float:
         rt.api_failures += 1
@@ -346,91 +349,109 @@ class Controller:
         return min(cfg.retry_base_seconds * 2.0 ** (rt.api_failures - 1), cfg.retry_max_seconds)
 
     # -- one sync --------------------------------------------------------------------
-    async def sync(self, rt: JobRuntime, pods_of: PodsOf) -> float | None:
-        body = rt.body
-        meta = body["metadata"]
-        spec = body.get("spec") or {}
-        finalizers = list(meta.get("finalizers") or [])
-        if c.KOPF_FINALIZER in finalizers:
-            # Left by an operator version that ran each job as a kopf daemon.
-            kept = [f for f in finalizers if f != c.KOPF_FINALIZER]
-            patch = {"metadata": {"finalizers": kept or None}}
-            rt.offer(await self._patch(rt, self.kube.patch_job, patch, meta.get("resourceVersion")))
-            log.info("%s/%s: removed the old finalizer %s", rt.namespace, rt.name, c.KOPF_FINALIZER)
-            return 0.0
-        if meta.get("deletionTimestamp") is None:
-            defaults = spec_defaults_patch(spec)
-            if defaults is not None:
-                # The defaults a batch/v1 Job gets from the API server, written first.
-                patched = await self._patch(
-                    rt, self.kube.patch_job, {"spec": defaults}, meta.get("resourceVersion")
-                )
-                rt.offer(patched)
-                return 0.0
-        job = parse_job(body)
-        pods = {p.uid: p for p in pods_of(job.uid)}
-        satisfied, expected_rm = rt.expectations(pods, time.monotonic())
-        inp = SyncInput(
-            job=job,
-            pods=tuple(pods.values()),
-            now=datetime.now(UTC),
-            expectations_satisfied=satisfied,
-            expected_removed_finalizers=expected_rm,
-            config=self.config.core,
-        )
-        ctx = sync_context(inp)
+    async def sync(self, rt: JobRuntime, pods_of: PodsOf) -> SyncReport:
+        """syncJob: a write the job needs first, if any (then sync again); else the
+        core's three steps, their API calls in upstream's order: the pods,
+        status write 1 (finished pods recorded by UID), finalizer removals, status
+        write 2 (those pods counted). A crash between any two calls counts no pod
+        twice and loses none: the next sync resumes from what the API server holds."""
+        if await self._prepare(rt):
+            return SyncReport(delay=0.0)
+        ctx = self._sync_context(rt, pods_of)
         plan = plan_pods(ctx)
-        started = time.monotonic()
-        result = "error"
+        started = self.clock.monotonic()
         outcome = PodOutcome()
+        result = "error"
         try:
-            outcome, retry_in = await self._apply(rt, body, plan)
-            tracked = track(ctx, plan, outcome)
-            self._emit(rt, tracked.events)
-            removed: list[str] = []
-            if tracked.remove_finalizers:
-                # Step 1 must be durable before any finalizer goes.
-                await self._write_status(rt, tracked.status)
-                removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
-            done = count_and_enact(ctx, tracked, removed, plan)
-            refresh_in = await self._write_final_status(rt, job.status, done)
+            outcome, retry_in = await self._apply(rt, rt.body, plan)
+            removed, done = await self._track_and_count(rt, ctx, plan, outcome)
+            refresh_in = await self._write_final_status(rt, ctx.job.status, done)
             result = "success"
         finally:
-            action = metrics.sync_action(
-                outcome.created, len(outcome.deleted), satisfied and not job.deleting
-            )
-            mode = metrics.NON_INDEXED
-            metrics.JOB_SYNC_DURATION.labels(mode, result, action).observe(
-                time.monotonic() - started
-            )
-            metrics.JOB_SYNCS.labels(mode, result, action).inc()
+            self._observe_sync(ctx, started, result, outcome)
         self._emit(rt, done.events)
         if done.delete_job:
             log.info("%s/%s: ttlSecondsAfterFinished expired, deleting it", rt.namespace, rt.name)
-            await self.kube.delete_job(rt.namespace, rt.name, rt.uid)
-        if plan.create or plan.delete or removed:
-            log.info(
-                "%s/%s: %s created %d/%d, deleted %d/%d, released %d; %s",
-                rt.namespace,
-                rt.name,
-                plan.reason,
-                outcome.created,
-                plan.create,
-                len(outcome.deleted),
-                len(plan.delete),
-                len(removed),
-                _summary(done.status),
+            await self.api.delete_job(rt.namespace, rt.name, rt.uid)
+        delay = _next_delay(
+            ctx.inp.expectations_satisfied, done.requeue_after, retry_in, refresh_in
+        )
+        report = SyncReport(delay, plan, outcome, tuple(removed), done)
+        _log_sync(rt, report, done.status)
+        return report
+
+    async def _prepare(self, rt: JobRuntime) -> bool:
+        """Writes what the job needs before the core acts on it, if anything (the next
+        sync starts from the version written); says whether it wrote."""
+        return await self._drop_kopf_finalizer(rt) or await self._write_spec_defaults(rt)
+
+    async def _drop_kopf_finalizer(self, rt: JobRuntime) -> bool:
+        """Removes the finalizer an operator version that ran each job as a kopf daemon left."""
+        meta = rt.body["metadata"]
+        finalizers = list(meta.get("finalizers") or [])
+        if c.KOPF_FINALIZER not in finalizers:
+            return False
+        kept = [f for f in finalizers if f != c.KOPF_FINALIZER]
+        patch = {"metadata": {"finalizers": kept or None}}
+        rt.offer(await self._patch(rt, self.api.patch_job, patch, meta.get("resourceVersion")))
+        log.info("%s/%s: removed the old finalizer %s", rt.namespace, rt.name, c.KOPF_FINALIZER)
+        return True
+
+    async def _write_spec_defaults(self, rt: JobRuntime) -> bool:
+        """Writes the defaults a batch/v1 Job gets from the API server."""
+        meta = rt.body["metadata"]
+        defaults = spec_defaults_patch(rt.body.get("spec") or {})
+        if meta.get("deletionTimestamp") is not None or defaults is None:
+            return False
+        patch = {"spec": defaults}
+        rt.offer(await self._patch(rt, self.api.patch_job, patch, meta.get("resourceVersion")))
+        return True
+
+    def _sync_context(self, rt: JobRuntime, pods_of: PodsOf) -> SyncContext:
+        """The core's view of the job: its pods from the cache, the expectations the
+        cache does not settle yet, and the time."""
+        job = parse_job(rt.body)
+        pods = {p.uid: p for p in pods_of(job.uid)}
+        now = self.clock.monotonic()
+        return sync_context(
+            SyncInput(
+                job=job,
+                pods=tuple(pods.values()),
+                now=self.clock.now(),
+                expectations_satisfied=rt.expectations.satisfied(pods, now),
+                expected_removed_finalizers=rt.expectations.expected_removed_finalizers(pods, now),
+                config=self.config.core,
             )
-        delays = [done.requeue_after, retry_in, refresh_in]
-        if not satisfied:
-            delays.append(5.0)  # a safety net: watch events normally settle expectations
-        present = [d for d in delays if d is not None]
-        return max(min(present), 0.0) if present else None
+        )
+
+    async def _track_and_count(
+        self, rt: JobRuntime, ctx: SyncContext, plan: PodPlan, outcome: PodOutcome
+    ) -> tuple[list[str], SyncResult]:
+        """trackJobStatusAndRemoveFinalizers: status write 1 is durable before any
+        finalizer goes, and only the pods whose finalizer went are counted."""
+        tracked = track(ctx, plan, outcome)
+        self._emit(rt, tracked.events)
+        removed: list[str] = []
+        if tracked.remove_finalizers:
+            await self._write_status(rt, tracked.status)
+            removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
+        return removed, count_and_enact(ctx, tracked, removed, plan)
+
+    def _observe_sync(
+        self, ctx: SyncContext, started: float, result: str, outcome: PodOutcome
+    ) -> None:
+        """job_sync_duration_seconds and job_syncs_total."""
+        managed = ctx.inp.expectations_satisfied and not ctx.job.deleting
+        action = metrics.sync_action(outcome.created, len(outcome.deleted), managed)
+        mode = metrics.NON_INDEXED
+        elapsed = self.clock.monotonic() - started
+        metrics.JOB_SYNC_DURATION.labels(mode, result, action).observe(elapsed)
+        metrics.JOB_SYNCS.labels(mode, result, action).inc()
 
     async def _patch(
         self,
         rt: JobRuntime,
-        call: Callable[[str, str, JsonDict], Any],
+        call: Callable[[str, str, JsonDict], Awaitable[JsonDict]],
         patch: JsonDict,
         resource_version: object,
     ) -> JsonDict:
@@ -438,10 +459,10 @@ class Controller:
         meta = {**patch.get("metadata", {}), "resourceVersion": resource_version}
         patch = {**patch, "metadata": meta}
         try:
-            result: JsonDict = await call(rt.namespace, rt.name, patch)
+            result = await call(rt.namespace, rt.name, patch)
         except ApiError as exc:
             if exc.conflict:
-                rt.offer(await self.kube.get_job(rt.namespace, rt.name))
+                rt.offer(await self.api.get_job(rt.namespace, rt.name))
                 raise Conflict() from exc
             raise
         return result
@@ -457,7 +478,7 @@ class Controller:
         if _only_duration_differs(parse_status(rt.body.get("status") or {}), status):
             if slots is None:
                 return None
-            wait = slots.slot(rt.uid, time.monotonic())
+            wait = slots.slot(rt.uid, self.clock.monotonic())
             if wait > 0:
                 return wait
         if await self._write_status(rt, status) and slots is not None:
@@ -472,9 +493,9 @@ class Controller:
         if wanted == status_to_dict(parse_status(current)):
             return False
         before = rt.body["metadata"].get("resourceVersion")
-        written = await self._patch(rt, self.kube.patch_job_status, {"status": wanted}, before)
+        written = await self._patch(rt, self.api.patch_job_status, {"status": wanted}, before)
         rt.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
-        rt.wrote(before, rt.last_written_rv, time.monotonic())
+        rt.wrote(before, rt.last_written_rv, self.clock.monotonic())
         rt.offer(written)
         return True
 
@@ -491,7 +512,7 @@ class Controller:
             ), None
         if plan.create <= 0:
             return PodOutcome(), None
-        wait = rt.create_retry_at - time.monotonic()
+        wait = rt.create_retry_at - self.clock.monotonic()
         if wait > 0:
             return PodOutcome(), wait
         created, error = await self._create_pods(rt, body, plan.create)
@@ -501,7 +522,7 @@ class Controller:
         rt.create_failures += 1
         cfg = self.config
         retry = min(cfg.retry_base_seconds * 2.0 ** (rt.create_failures - 1), cfg.retry_max_seconds)
-        rt.create_retry_at = time.monotonic() + retry
+        rt.create_retry_at = self.clock.monotonic() + retry
         log.warning(
             "%s/%s: pod creation failed (retry in %.0fs): %s", rt.namespace, rt.name, retry, error
         )
@@ -528,11 +549,11 @@ class Controller:
 
     async def _create_pod(self, rt: JobRuntime, body: Mapping[str, Any]) -> str | None:
         try:
-            pod = await self.kube.create_pod(rt.namespace, build_pod(body))
+            pod = await self.api.create_pod(rt.namespace, build_pod(body))
         except ApiError as exc:
             return exc.message or str(exc)
         meta = pod.get("metadata", {})
-        rt.pending_creates.setdefault(str(meta.get("uid", "")), time.monotonic())
+        rt.expectations.expect_creation(str(meta.get("uid", "")), self.clock.monotonic())
         self.recorder.record(
             rt.ref, "Normal", "SuccessfulCreate", f"Created pod: {meta.get('name')}"
         )
@@ -543,12 +564,12 @@ class Controller:
         try:
             if remove_finalizer and pod.has_finalizer:
                 try:
-                    await self.kube.remove_pod_finalizer(rt.namespace, pod.name)
-                    rt.pending_finalizer_removals[pod.uid] = time.monotonic()
+                    await self.api.remove_pod_finalizer(rt.namespace, pod.name)
+                    rt.expectations.expect_finalizer_removed(pod.uid, self.clock.monotonic())
                 except ApiError as exc:
                     if not exc.not_found:
                         raise
-            await self.kube.delete_pod(rt.namespace, pod.name, pod.uid)
+            await self.api.delete_pod(rt.namespace, pod.name, pod.uid)
         except ApiError as exc:
             if exc.not_found:
                 return True
@@ -557,7 +578,7 @@ class Controller:
             )
             log.warning("%s/%s: deleting pod %s failed: %s", rt.namespace, rt.name, pod.name, exc)
             return False
-        rt.pending_deletes[pod.uid] = time.monotonic()
+        rt.expectations.expect_deletion(pod.uid, self.clock.monotonic())
         self.recorder.record(rt.ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod.name}")
         return True
 
@@ -566,14 +587,14 @@ class Controller:
 
         async def remove(pod: PodInfo) -> bool:
             try:
-                await self.kube.remove_pod_finalizer(rt.namespace, pod.name)
+                await self.api.remove_pod_finalizer(rt.namespace, pod.name)
             except ApiError as exc:
                 if not exc.not_found:
                     log.warning(
                         "%s/%s: releasing pod %s failed: %s", rt.namespace, rt.name, pod.name, exc
                     )
                     return False
-            rt.pending_finalizer_removals[pod.uid] = time.monotonic()
+            rt.expectations.expect_finalizer_removed(pod.uid, self.clock.monotonic())
             return True
 
         results = await asyncio.gather(*(remove(p) for p in pods))
@@ -587,7 +608,7 @@ class Controller:
     async def release_orphan(self, namespace: str, name: str) -> None:
         """A pod whose job is gone keeps no finalizer (upstream's orphan queue)."""
         try:
-            await self.kube.remove_pod_finalizer(namespace, name)
+            await self.api.remove_pod_finalizer(namespace, name)
             log.info("released orphan pod %s/%s", namespace, name)
         except ApiError as exc:
             if not exc.not_found:
@@ -620,6 +641,33 @@ def _record_finished(before: JobStatus, after: JobStatus) -> None:
             if cond.status == "True" and cond.type in (c.COND_COMPLETE, c.COND_FAILED):
                 result = metrics.SUCCEEDED if cond.type == c.COND_COMPLETE else metrics.FAILED
                 metrics.JOBS_FINISHED.labels(mode, result, cond.reason).inc()
+
+
+def _next_delay(satisfied: bool, *delays: float | None) -> float | None:
+    """The soonest delay asked for (None: wait for an event)."""
+    present = [d for d in delays if d is not None]
+    if not satisfied:
+        present.append(5.0)  # a safety net: watch events normally settle expectations
+    return max(min(present), 0.0) if present else None
+
+
+def _log_sync(rt: JobRuntime, report: SyncReport, status: JobStatus) -> None:
+    """One line for a sync that changed pods."""
+    plan, outcome = report.plan, report.outcome
+    if not (plan.create or plan.delete or report.removed):
+        return
+    log.info(
+        "%s/%s: %s created %d/%d, deleted %d/%d, released %d; %s",
+        rt.namespace,
+        rt.name,
+        plan.reason,
+        outcome.created,
+        plan.create,
+        len(outcome.deleted),
+        len(plan.delete),
+        len(report.removed),
+        _summary(status),
+    )
 
 
 def _summary(status: JobStatus) -> str:

@@ -16,9 +16,10 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Protocol
 
 from . import constants as c
-from .kube import ApiError, Kube
+from .api import ApiError, EventSink
 from .ratelimit import TokenBucket
 from .timeutil import format_time
 
@@ -58,9 +59,18 @@ class SpamFilter:
         return bucket.take(now)
 
 
+class Recorder(Protocol):
+    """client-go's record.EventRecorder, as the controller uses it (tests pass a fake,
+    as upstream's tests pass record.FakeRecorder)."""
+
+    def record(self, job: JobRef, type_: str, reason: str, message: str) -> None: ...
+
+
 class EventRecorder:
-    def __init__(self, kube: Kube, *, workers: int = 4, capacity: int = 10000) -> None:
-        self._kube = kube
+    """The operator's :class:`Recorder`: spam-filtered, posted to ``sink`` in the background."""
+
+    def __init__(self, sink: EventSink, *, workers: int = 4, capacity: int = 10000) -> None:
+        self._sink = sink
         self._spam = SpamFilter()
         self._queue: asyncio.Queue[tuple[JobRef, str, str, str]] = asyncio.Queue(capacity)
         self._tasks = [
@@ -110,7 +120,7 @@ class EventRecorder:
                 "count": 1,
             }
             try:
-                await self._kube.create_event(job.namespace, event)
+                await self._sink.create_event(job.namespace, event)
             except ApiError as exc:
                 log.debug(
                     "could not post event %s for %s/%s: %s", reason, job.namespace, job.name, exc

@@ -149,7 +149,7 @@ async def pod_event(
     )
     rt = controller.jobs.get(job_uid)
     if rt is not None:
-        rt.observe_pod(
+        rt.expectations.observe_pod(
             str(meta.get("uid", "")),
             gone=gone,
             deleting=meta.get("deletionTimestamp") is not None,

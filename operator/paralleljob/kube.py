@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kubernetes.aio import client as aio_client
@@ -21,6 +21,7 @@ from kubernetes.aio import config as aio_config
 
 from . import constants as c
 from . import metrics
+from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -29,32 +30,6 @@ JsonDict = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-
-
-class ApiError(Exception):
-    """A request the API server answered with an error (or that never reached it)."""
-
-    def __init__(
-        self, status: int, reason: str, message: str, body: Mapping[str, Any] | None = None
-    ):
-        super().__init__(f"{status} {reason}: {message}")
-        self.status = status
-        self.reason = reason
-        self.message = message
-        self.body: Mapping[str, Any] = body or {}
-
-    @property
-    def not_found(self) -> bool:
-        return self.status == 404
-
-    @property
-    def conflict(self) -> bool:
-        return self.status == 409
-
-    def has_cause(self, cause_type: str) -> bool:
-        details = self.body.get("details")
-        causes = details.get("causes") if isinstance(details, Mapping) else None
-        return any(isinstance(x, Mapping) and x.get("type") == cause_type for x in (causes or []))
 
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
@@ -101,7 +76,8 @@ async def load_configuration(kubeconfig: str | None = None) -> Any:
 
 
 class Kube:
-    """Thin async access to the few API calls the operator makes."""
+    """Thin async access to the few API calls the operator makes: the real
+    :class:`~paralleljob.api.ControllerApi` and :class:`~paralleljob.api.EventSink`."""
 
     def __init__(
         self, configuration: Any, *, concurrency: int = 64, qps: float = 0.0, burst: int = 1

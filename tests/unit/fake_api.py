@@ -1,98 +1,223 @@
-"""An in-memory stand-in for ``kube.Kube``: the calls the Controller makes, on dicts.
+"""An in-memory API server for one ParallelJob and its pods, and an event recorder
+that keeps what it is given: the unit tests' :class:`~paralleljob.api.ControllerApi`,
+:class:`~paralleljob.api.EventSink` and :class:`~paralleljob.events.Recorder`
+(upstream's tests have ``controller.FakePodControl`` and ``record.FakeRecorder``).
 
-Only for unit tests of the shell's ordering and bookkeeping; everything that talks to
-a real API server is tested against one (tests/e2e, tests/deploy).
+Every call that reaches the fake is recorded, in order, with its body, so that tests
+can assert the order of a sync's calls. A call can be refused (:meth:`FakeApi.fail`),
+and the operator can be made to crash just before or just after a call
+(:meth:`FakeApi.crash`): from then on every call raises :class:`Crash` without effect,
+as the calls of a dead process never arrive, until :meth:`FakeApi.recover`.
+
+Pods are kept as the operator's pod index holds them (PodInfo by UID), always up to
+date: the tests play kubelet and users on them directly. Everything that talks to a
+real API server is tested against one (tests/e2e, tests/deploy).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
-from paralleljob import constants as c
-from paralleljob.kube import ApiError
+from paralleljob.api import ApiError
+from paralleljob.core import Event
+from paralleljob.events import JobRef
 from paralleljob.model import PodInfo, parse_pod
+from paralleljob.timeutil import format_time
 
 JsonDict = dict[str, Any]
+T = TypeVar("T")
 
 
-class FakeKube:
-    def __init__(self, job: JsonDict) -> None:
+class Crash(Exception):
+    """The operator process died: raised in place of an API call or of its answer."""
+
+
+@dataclass(frozen=True)
+class Call:
+    """One call that reached the API server: the protocol method, the object's name
+    and the body sent (a copy)."""
+
+    method: str
+    name: str = ""
+    body: JsonDict | None = None
+
+
+@dataclass
+class _CrashRule:
+    method: str | None
+    countdown: int
+    after: bool
+
+
+def merge_patch(target: JsonDict, patch: Mapping[str, Any]) -> None:
+    """RFC 7386 JSON merge patch, in place: None deletes, objects merge, the rest replaces."""
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, Mapping):
+            if not isinstance(target.get(key), dict):
+                target[key] = {}
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class FakeApi:
+    def __init__(self, job: JsonDict, now: Callable[[], datetime] = _utc_now) -> None:
         self.job = copy.deepcopy(job)
         self.job["metadata"].setdefault("resourceVersion", "1")
-        self.pods: dict[str, JsonDict] = {}
-        self.calls: list[tuple[str, str]] = []
         self._rv = itertools.count(int(self.job["metadata"]["resourceVersion"]) + 1)
-        self._uid = itertools.count(1)
+        self._now = now
+        #: The job's pods by UID, as the pod index would hold them.
+        self.pods: dict[str, PodInfo] = {}
+        #: UIDs of the pods created, in order (a pod's number is its place here).
+        self.created: list[str] = []
+        self.calls: list[Call] = []
+        self.events: list[JsonDict] = []
+        self.crashed = False
+        self._crash: _CrashRule | None = None
+        self._errors: dict[tuple[str, str | None], ApiError] = {}
 
-    # -- what the operator's pod index would hold ------------------------------------
+    # -- what the operator's caches would hold -----------------------------------------
+    @property
+    def uid(self) -> str:
+        return str(self.job["metadata"]["uid"])
+
     def pods_of(self, uid: str) -> list[PodInfo]:
-        return [
-            parse_pod(p)
-            for p in self.pods.values()
-            if p["metadata"]["labels"].get(c.LABEL_CONTROLLER_UID) == uid
-        ]
+        return list(self.pods.values()) if uid == self.uid else []
 
-    # -- Kube's calls ----------------------------------------------------------------
+    # -- faults ------------------------------------------------------------------------
+    def fail(self, method: str, error: ApiError, *, name: str | None = None) -> None:
+        """Refuses every call of ``method`` (on the object ``name``, or on any) with
+        ``error`` until :meth:`heal`."""
+        self._errors[method, name] = error
+
+    def heal(self, method: str, *, name: str | None = None) -> None:
+        self._errors.pop((method, name), None)
+
+    def crash(self, *, method: str | None = None, nth: int = 1, after: bool = False) -> None:
+        """The operator dies at the ``nth`` call from now (of ``method``, or of any):
+        before it reaches the server, or ``after`` the server acted on it."""
+        self._crash = _CrashRule(method, nth, after)
+
+    def recover(self) -> None:
+        """A new operator process: its calls reach the server again."""
+        self.crashed = False
+
+    def _crash_due(self, method: str) -> _CrashRule | None:
+        rule = self._crash
+        if rule is None or rule.method not in (None, method):
+            return None
+        rule.countdown -= 1
+        if rule.countdown > 0:
+            return None
+        self._crash = None
+        return rule
+
+    def _call(self, call: Call, effect: Callable[[], T]) -> T:
+        """Runs one call as the server would, with the faults armed."""
+        if self.crashed:
+            raise Crash(f"{call.method} {call.name}: the operator is down")
+        crash = self._crash_due(call.method)
+        if crash is not None and not crash.after:
+            self.crashed = True
+            raise Crash(f"before {call.method} {call.name}")
+        self.calls.append(replace(call, body=copy.deepcopy(call.body)))
+        error = self._errors.get((call.method, call.name)) or self._errors.get((call.method, None))
+        if error is not None:
+            raise error
+        result = effect()
+        if crash is not None:
+            self.crashed = True
+            raise Crash(f"after {call.method} {call.name}")
+        return result
+
+    # -- users -------------------------------------------------------------------------
+    def update_job(self, body: JsonDict) -> None:
+        """A user's update of the job (a new resourceVersion; not an operator call)."""
+        self.job = copy.deepcopy(body)
+        self.job["metadata"]["resourceVersion"] = str(next(self._rv))
+
+    # -- ControllerApi -----------------------------------------------------------------
     async def get_job(self, namespace: str, name: str) -> JsonDict:
-        self.calls.append(("GET", "paralleljobs"))
-        return copy.deepcopy(self.job)
+        return self._call(Call("get_job", name), lambda: copy.deepcopy(self.job))
 
-    def _patch_job(self, patch: JsonDict, what: str) -> JsonDict:
-        self.calls.append(("PATCH", what))
-        meta = patch.get("metadata", {})
-        if meta.get("resourceVersion") not in (None, self.job["metadata"]["resourceVersion"]):
+    async def patch_job(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        return self._call(Call("patch_job", name, patch), lambda: self._patch(patch, "spec"))
+
+    async def patch_job_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        call = Call("patch_job_status", name, patch)
+        return self._call(call, lambda: self._patch(patch, "status"))
+
+    def _patch(self, patch: JsonDict, part: str) -> JsonDict:
+        """A merge patch of the metadata and ``part``, with the resourceVersion in the
+        patch as precondition."""
+        meta = dict(patch.get("metadata") or {})
+        if meta.pop("resourceVersion", None) not in (None, self.job["metadata"]["resourceVersion"]):
             raise ApiError(409, "Conflict", "the object has been modified")
-        for key, value in patch.items():
-            if key == "metadata":
-                for mk, mv in value.items():
-                    if mk == "resourceVersion":
-                        continue
-                    if mv is None:
-                        self.job["metadata"].pop(mk, None)
-                    else:
-                        self.job["metadata"][mk] = mv
-            elif key == "status":
-                self.job["status"] = {k: v for k, v in value.items() if v is not None}
-            else:
-                self.job.setdefault(key, {}).update(value)
+        merge_patch(self.job, {"metadata": meta, part: patch.get(part) or {}})
         self.job["metadata"]["resourceVersion"] = str(next(self._rv))
         return copy.deepcopy(self.job)
 
-    async def patch_job(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
-        return self._patch_job(patch, "paralleljobs")
-
-    async def patch_job_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
-        return self._patch_job(patch, "paralleljobs/status")
-
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
-        self.calls.append(("DELETE", "paralleljobs"))
+        self._call(Call("delete_job", name), lambda: None)
 
     async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
-        self.calls.append(("POST", "pods"))
-        pod = copy.deepcopy(pod)
-        n = next(self._uid)
-        pod["metadata"].update(name=f"{pod['metadata']['generateName']}{n}", uid=f"pod-{n}")
-        self.pods[pod["metadata"]["name"]] = pod
-        return copy.deepcopy(pod)
+        n = len(self.created)
+        name = f"{pod['metadata']['generateName']}{n:05d}"
+        return self._call(Call("create_pod", name, pod), lambda: self._create(pod, name, n))
+
+    def _create(self, pod: JsonDict, name: str, n: int) -> JsonDict:
+        stored = copy.deepcopy(pod)
+        created = format_time(self._now())
+        stored["metadata"].update(name=name, uid=f"uid-{n}", creationTimestamp=created)
+        info = parse_pod(stored)
+        self.pods[info.uid] = info
+        self.created.append(info.uid)
+        return stored
 
     async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
-        self.calls.append(("DELETE", "pods"))
-        self.pods.pop(name, None)
+        def delete() -> None:
+            pod = self._pod(name)
+            if pod.uid != uid:
+                raise ApiError(409, "Conflict", "Precondition failed: UID in precondition")
+            self.pods[uid] = replace(pod, deleting=True, finished_at=self._now())
+
+        self._call(Call("delete_pod", name), delete)
 
     async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
-        self.calls.append(("PATCH", "pods"))
-        pod = self.pods.get(name)
-        if pod is None:
-            raise ApiError(404, "NotFound", f'pods "{name}" not found')
-        kept = [f for f in pod["metadata"]["finalizers"] if f != c.TRACKING_FINALIZER]
-        pod["metadata"]["finalizers"] = kept
+        def remove() -> None:
+            pod = self._pod(name)
+            self.pods[pod.uid] = replace(pod, has_finalizer=False)
 
-    async def create_event(self, namespace: str, event: JsonDict) -> None:
-        self.calls.append(("POST", "events"))
+        self._call(Call("remove_pod_finalizer", name), remove)
 
-    # -- the kubelet -----------------------------------------------------------------
-    def finish_all(self, phase: str = c.SUCCEEDED) -> None:
+    def _pod(self, name: str) -> PodInfo:
         for pod in self.pods.values():
-            pod["status"] = {"phase": phase}
+            if pod.name == name:
+                return pod
+        raise ApiError(404, "NotFound", f'pods "{name}" not found')
+
+    # -- EventSink ---------------------------------------------------------------------
+    async def create_event(self, namespace: str, event: JsonDict) -> None:
+        call = Call("create_event", event["metadata"]["name"], event)
+        self._call(call, lambda: self.events.append(event))
+
+
+class FakeRecorder:
+    """upstream's record.FakeRecorder: keeps the events instead of posting them."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def record(self, job: JobRef, type_: str, reason: str, message: str) -> None:
+        self.events.append(Event(type_, reason, message))

@@ -1,8 +1,15 @@
-"""The Event spam filter (client-go's EventSourceObjectSpamFilter)."""
+"""Events (events.py): the spam filter (client-go's EventSourceObjectSpamFilter) and the
+recorder that posts them."""
 
 from __future__ import annotations
 
-from paralleljob.events import JobRef, SpamFilter
+import asyncio
+
+from paralleljob import constants as c
+from paralleljob.api import ApiError
+from paralleljob.events import EventRecorder, JobRef, SpamFilter
+
+from .fake_api import FakeApi, JsonDict
 
 JOB = JobRef("ns", "big-job", "u-1")
 OTHER = JobRef("ns", "other-job", "u-2")
@@ -26,3 +33,51 @@ def test_the_least_recently_used_buckets_are_forgotten_beyond_the_cache_size() -
     # JOB's bucket was evicted: it starts full again, as in client-go's LRU.
     assert spam.allows(JOB, "Normal", 0.0)
     assert not spam.allows(JobRef("ns", "third", "u-3"), "Normal", 0.0)
+
+
+SINK_JOB: JsonDict = {"metadata": {"name": "big-job", "namespace": "ns", "uid": "u-1"}}
+
+
+async def _calls(sink: FakeApi, n: int) -> None:
+    """Waits until the recorder's workers have made ``n`` calls to ``sink``."""
+    async with asyncio.timeout(5):
+        while len(sink.calls) < n:
+            await asyncio.sleep(0.001)
+
+
+def test_the_recorder_posts_an_event_about_the_job_to_its_sink() -> None:
+    async def post() -> list[JsonDict]:
+        sink = FakeApi(SINK_JOB)
+        recorder = EventRecorder(sink, workers=1)
+        recorder.record(JOB, "Warning", "FailedCreate", "x" * 2000)
+        await _calls(sink, 1)
+        await recorder.close()
+        return sink.events
+
+    [event] = asyncio.run(post())
+    assert event["involvedObject"] == {
+        "apiVersion": c.API_VERSION,
+        "kind": c.KIND,
+        "name": "big-job",
+        "namespace": "ns",
+        "uid": "u-1",
+    }
+    assert (event["type"], event["reason"]) == ("Warning", "FailedCreate")
+    assert len(event["message"]) == 1024
+    assert event["metadata"]["namespace"] == "ns"
+
+
+def test_an_event_the_sink_refuses_is_dropped_and_the_next_still_posted() -> None:
+    async def post() -> list[JsonDict]:
+        sink = FakeApi(SINK_JOB)
+        sink.fail("create_event", ApiError(403, "Forbidden", "events is forbidden"))
+        recorder = EventRecorder(sink, workers=1)
+        recorder.record(JOB, "Normal", "SuccessfulCreate", "Created pod: a")
+        await _calls(sink, 1)
+        sink.heal("create_event")
+        recorder.record(JOB, "Normal", "SuccessfulCreate", "Created pod: b")
+        await _calls(sink, 2)
+        await recorder.close()
+        return sink.events
+
+    assert [e["message"] for e in asyncio.run(post())] == ["Created pod: b"]

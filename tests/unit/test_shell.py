@@ -1,16 +1,13 @@
-"""The pure parts of the imperative shell: pod building, expectations, CLI settings."""
+"""The pure parts of the imperative shell: pod building, CLI settings."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
 
 from paralleljob import constants as c
 from paralleljob.cli import parse_args
-from paralleljob.controller import EXPECTATIONS_TIMEOUT, JobRuntime
-from paralleljob.model import PodInfo
 from paralleljob.pods import build_pod
 
 JOB: dict[str, Any] = {
@@ -55,55 +52,6 @@ def test_pod_is_named_labelled_owned_and_finalized_like_a_job_pod() -> None:
 def test_generate_name_prefix_is_cut_to_58_characters() -> None:
     job = {**JOB, "metadata": {**JOB["metadata"], "name": "j" * 63}}
     assert len(build_pod(job)["metadata"]["generateName"]) == 58
-
-
-def _runtime() -> JobRuntime:
-    async def make() -> JobRuntime:
-        return JobRuntime(JOB)
-
-    return asyncio.run(make())
-
-
-def test_runtime_keeps_the_newest_job_version() -> None:
-    rt = _runtime()
-    newer = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "9"}}
-    older = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "7"}}
-    other = {**JOB, "metadata": {**JOB["metadata"], "uid": "u-2", "resourceVersion": "99"}}
-    assert rt.offer(newer) and rt.body is newer
-    assert not rt.offer(older) and rt.body is newer
-    assert not rt.offer(other) and rt.body is newer
-
-
-def test_expectations_hold_back_until_the_cache_shows_the_pods() -> None:
-    rt = _runtime()
-    rt.pending_creates["new"] = 0.0
-    rt.pending_deletes["old"] = 0.0
-    rt.pending_finalizer_removals["done"] = 0.0
-    old = PodInfo("o", "old")
-    done = PodInfo("d", "done", c.SUCCEEDED, has_finalizer=True)
-    satisfied, removed = rt.expectations({"old": old, "done": done}, now=1.0)
-    assert not satisfied and removed == frozenset({"done"})
-    new = PodInfo("n", "new")
-    satisfied, removed = rt.expectations(
-        {"new": new, "old": PodInfo("o", "old", deleting=True)}, now=2.0
-    )
-    assert satisfied and removed == frozenset()
-
-
-def test_expectations_time_out_after_five_minutes() -> None:
-    rt = _runtime()
-    rt.pending_creates["lost"] = 0.0
-    assert not rt.expectations({}, now=EXPECTATIONS_TIMEOUT)[0]
-    assert rt.expectations({}, now=EXPECTATIONS_TIMEOUT + 1)[0]
-
-
-def test_watch_events_settle_expectations() -> None:
-    rt = _runtime()
-    rt.pending_creates["a"] = rt.pending_deletes["a"] = rt.pending_finalizer_removals["a"] = 0.0
-    rt.observe_pod("a", gone=False, deleting=False, has_finalizer=True)
-    assert "a" not in rt.pending_creates and "a" in rt.pending_deletes
-    rt.observe_pod("a", gone=True, deleting=False, has_finalizer=True)
-    assert not rt.pending_deletes and not rt.pending_finalizer_removals
 
 
 @pytest.mark.parametrize(

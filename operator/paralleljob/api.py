@@ -1,0 +1,88 @@
+"""The Kubernetes API calls the operator makes, as typed protocols: the shell's seam.
+
+Upstream's job controller reaches the API server only through injected pieces --
+``podControl`` (``controller.PodControlInterface``), ``updateStatusHandler`` and
+``patchJobHandler`` -- so that ``job_controller_test.go`` runs the real controller
+against ``controller.FakePodControl``. :class:`PodControl` and :class:`JobControl` are
+those pieces here, :class:`EventSink` is client-go's ``record.EventSink``.
+:class:`~paralleljob.kube.Kube` satisfies them against an API server; the unit tests'
+fake satisfies them in memory. Every call raises :class:`ApiError` when the API server
+refuses it or cannot be reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+JsonDict = dict[str, Any]
+
+
+class ApiError(Exception):
+    """A request the API server answered with an error (or that never reached it)."""
+
+    def __init__(
+        self, status: int, reason: str, message: str, body: Mapping[str, Any] | None = None
+    ):
+        super().__init__(f"{status} {reason}: {message}")
+        self.status = status
+        self.reason = reason
+        self.message = message
+        self.body: Mapping[str, Any] = body or {}
+
+    @property
+    def not_found(self) -> bool:
+        return self.status == 404
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409
+
+    def has_cause(self, cause_type: str) -> bool:
+        details = self.body.get("details")
+        causes = details.get("causes") if isinstance(details, Mapping) else None
+        return any(isinstance(x, Mapping) and x.get("type") == cause_type for x in (causes or []))
+
+
+class PodControl(Protocol):
+    """controller.PodControlInterface: the writes to a job's pods."""
+
+    async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
+        """Creates ``pod`` (named by its generateName); returns it as stored."""
+        ...
+
+    async def delete_pod(self, namespace: str, name: str, uid: str) -> None:
+        """Deletes the pod, provided it is still the one with this ``uid``."""
+        ...
+
+    async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
+        """Removes the job tracking finalizer (upstream's removeTrackingFinalizerPatch)."""
+        ...
+
+
+class JobControl(Protocol):
+    """updateStatusHandler, patchJobHandler and the job client's Get and Delete."""
+
+    async def get_job(self, namespace: str, name: str) -> JsonDict: ...
+
+    async def patch_job(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        """A merge patch of the job; returns the job as stored."""
+        ...
+
+    async def patch_job_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        """A merge patch of the status subresource; returns the job as stored."""
+        ...
+
+    async def delete_job(self, namespace: str, name: str, uid: str) -> None:
+        """Deletes the job and, in the foreground, its pods (ttlSecondsAfterFinished)."""
+        ...
+
+
+class ControllerApi(PodControl, JobControl, Protocol):
+    """Every call :class:`~paralleljob.controller.Controller` makes."""
+
+
+class EventSink(Protocol):
+    """client-go's record.EventSink: where the event recorder posts Events."""
+
+    async def create_event(self, namespace: str, event: JsonDict) -> None: ...

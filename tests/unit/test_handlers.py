@@ -1,0 +1,96 @@
+"""The kopf wiring (handlers.py): pod events and the liveness probe."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from typing import Any, cast
+
+import kopf
+import pytest
+
+from paralleljob import constants as c
+from paralleljob import handlers
+from paralleljob.controller import Controller, ControllerConfig, JobRuntime
+from paralleljob.model import PodInfo
+
+from .fake_api import Call, FakeApi, FakeRecorder
+
+# kopf's decorators type handlers as its ActivityFn; call them as the plain coroutines.
+progress_probe = cast(Callable[..., Coroutine[Any, Any, dict[str, int]]], handlers.progress)
+pod_event = cast(Callable[..., Coroutine[Any, Any, None]], handlers.pod_event)
+
+JOB: dict[str, Any] = {
+    "metadata": {"name": "j", "namespace": "ns", "uid": "u-1", "resourceVersion": "5"},
+    "spec": {},
+}
+POD: dict[str, Any] = {
+    "metadata": {
+        "name": "j-1",
+        "namespace": "ns",
+        "uid": "p-1",
+        "labels": {c.LABEL_CONTROLLER_UID: "u-1"},
+        "finalizers": [c.TRACKING_FINALIZER],
+    },
+    "status": {"phase": c.PENDING},
+}
+
+
+def _memo(config: ControllerConfig) -> tuple[kopf.Memo, Controller, FakeApi]:
+    api = FakeApi(JOB)
+    app = handlers.App()
+    app.controller = Controller(api, FakeRecorder(), config)
+    return kopf.Memo(app=app), app.controller, api
+
+
+async def _pod_event(memo: kopf.Memo, jobs: dict[str, bool]) -> None:
+    labels = POD["metadata"]["labels"]
+    event = {"type": "ADDED", "object": POD}
+    await pod_event(event=event, body=POD, labels=labels, memo=memo, paralleljobs_by_uid=jobs)
+
+
+def test_a_pod_event_settles_its_job_s_expectations_and_wakes_its_loop() -> None:
+    async def run() -> JobRuntime:
+        memo, controller, _ = _memo(ControllerConfig())
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        rt.expectations.expect_creation("p-1", 0.0)
+        await _pod_event(memo, {"u-1": True})
+        return rt
+
+    rt = asyncio.run(run())
+    assert rt.wake.is_set()
+    assert rt.expectations.satisfied({}, now=1.0), "the watch showed the pod created"
+
+
+@pytest.mark.parametrize(("job_known", "released"), [(False, True), (True, False)])
+def test_a_pod_of_no_known_job_loses_its_finalizer(job_known: bool, released: bool) -> None:
+    async def run() -> FakeApi:
+        memo, _, api = _memo(ControllerConfig())
+        api.pods["p-1"] = PodInfo("j-1", "p-1")
+        await _pod_event(memo, {"u-1": True} if job_known else {})
+        return api
+
+    api = asyncio.run(run())
+    assert api.calls == ([Call("remove_pod_finalizer", "j-1")] if released else [])
+
+
+def test_the_probe_fails_with_the_stalls_and_passes_otherwise() -> None:
+    async def run() -> None:
+        memo, controller, _ = _memo(ControllerConfig(stall_seconds=60.0))
+        index: dict[str, list[PodInfo]] = {}
+        assert await progress_probe(memo=memo, pods_by_job=index) == {"jobs": 0}
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        assert await progress_probe(memo=memo, pods_by_job=index) == {"jobs": 1}
+        rt.sync_started = time.monotonic() - 61  # a sync that has hung for a minute
+        with pytest.raises(kopf.PermanentError, match=r"no progress: ns/j: sync running for"):
+            await progress_probe(memo=memo, pods_by_job=index)
+
+    asyncio.run(run())
+
+
+def test_the_probe_passes_before_startup() -> None:
+    result = asyncio.run(progress_probe(memo=kopf.Memo(), pods_by_job={}))
+    assert result == {"jobs": 0}
