@@ -1,115 +1,75 @@
-"""An in-memory stand-in for the API server and kubelet, driving the pure core.
+"""The scenario simulator: the operator's real :class:`~paralleljob.controller.Controller`
+against an in-memory API server (:class:`FakeApi`), on a clock the test holds.
 
-``Sim.sync()`` runs one sync exactly as the operator's shell does (plan -> pod calls ->
-status write 1 -> finalizer removals -> status write 2), with every call succeeding
-unless told otherwise. Tests then play kubelet: finish pods, reap deleted ones.
+``Sim.sync()`` hands the controller the newest job (as the job watch would) and runs one
+:meth:`Controller.sync`, every call succeeding unless told otherwise (``create_error``,
+``crash_at``, or the fake's own faults); it returns the core's result. Tests then play
+kubelet and users: finish pods, reap deleted ones, edit the spec. A crash loses the
+operator's memory: a new controller, knowing only what the API server stores, takes over.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+import asyncio
+import copy
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from paralleljob import constants as c
-from paralleljob.core import (
-    CoreConfig,
-    Event,
-    PodOutcome,
-    PodPlan,
-    SyncInput,
-    SyncResult,
-    Tracked,
-    count_and_enact,
-    plan_pods,
-    sync_context,
-    track,
-)
-from paralleljob.model import Job, JobSpec, JobStatus, PodInfo
+from paralleljob.api import ApiError
+from paralleljob.controller import Clock, Controller, ControllerConfig, JobRuntime
+from paralleljob.core import CoreConfig, Event, PodPlan, SyncResult
+from paralleljob.model import Job, JobSpec, JobStatus, PodInfo, parse_job, status_to_dict
+from paralleljob.timeutil import format_time
+
+from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
+#: The named crash points of ``Sim.crash_at``: the nth call of a method in the next sync.
+CRASH_POINTS = {
+    "before-status-1": ("patch_job_status", 1),
+    "before-finalizers": ("remove_pod_finalizer", 1),
+    "before-status-2": ("patch_job_status", 2),
+}
 
-@dataclass
-class Crash(Exception):
-    """Raised by the simulator to stop a sync between two of its API calls."""
 
-    where: str
-
-
-@dataclass
 class Sim:
-    spec: JobSpec
-    now: datetime = T0
-    config: CoreConfig = field(default_factory=CoreConfig)
-    job: Job = field(init=False)
-    pods: dict[str, PodInfo] = field(default_factory=dict)
-    created: list[str] = field(default_factory=list)
-    deleted: list[str] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    create_error: str | None = None
-    crash_at: str | None = None
-    max_active: int = 0
-    last: SyncResult | None = None
-    last_plan: PodPlan | None = None
-    last_tracked: Tracked | None = None
-    job_deleted: bool = False
+    def __init__(self, spec: JobSpec, now: datetime = T0, config: CoreConfig | None = None):
+        self.spec = spec
+        self.now = now
+        self.config = config or CoreConfig()
+        self.api = FakeApi(self._body(Job("ns", "job", "job-uid", spec)), now=lambda: self.now)
+        self.recorder = FakeRecorder()
+        self.max_active = 0
+        self.last_plan: PodPlan | None = None
+        self._crash_at: str | None = None
+        self._create_error: str | None = None
+        self.restart_operator()
 
-    def __post_init__(self) -> None:
-        self.job = Job(namespace="ns", name="job", uid="job-uid", spec=self.spec)
-
-    # -- the operator's shell --------------------------------------------------------
-    def sync(self) -> SyncResult:
-        ctx = sync_context(
-            SyncInput(
-                job=self.job, pods=tuple(self.pods.values()), now=self.now, config=self.config
-            )
+    # -- the operator ------------------------------------------------------------------
+    def restart_operator(self) -> None:
+        """A new operator process: only what the API server stores survives."""
+        clock = Clock(now=lambda: self.now, monotonic=lambda: self.now.timestamp())
+        self.api.recover()
+        self.controller = Controller(
+            self.api, self.recorder, ControllerConfig(core=self.config), clock
         )
-        plan = plan_pods(ctx)
-        self.last_plan = plan
-        created = 0
-        error: str | None = None
-        for _ in range(plan.create):
-            if self.create_error is not None:
-                error = self.create_error
-                break
-            n = len(self.created)
-            uid = f"uid-{n}"
-            self.pods[uid] = PodInfo(name=f"job-{n:05d}", uid=uid, created=self.now)
-            self.created.append(uid)
-            created += 1
-        deleted: list[str] = []
-        for pod in plan.delete:
-            current = self.pods[pod.uid]
-            if plan.remove_finalizer_before_delete:
-                current = replace(current, has_finalizer=False)
-            self.pods[pod.uid] = replace(current, deleting=True, finished_at=self.now)
-            self.deleted.append(pod.uid)
-            deleted.append(pod.uid)
-        tracked = track(ctx, plan, PodOutcome(created, tuple(deleted), error))
-        self.last_tracked = tracked
-        self._crash("before-status-1")
-        self.job = replace(self.job, status=tracked.status)
-        self._crash("before-finalizers")
-        removed = []
-        for pod in tracked.remove_finalizers:
-            if pod.uid in self.pods:
-                self.pods[pod.uid] = replace(self.pods[pod.uid], has_finalizer=False)
-            removed.append(pod.uid)
-        self._crash("before-status-2")
-        done = count_and_enact(ctx, tracked, removed, plan)
-        self.job = replace(self.job, status=done.status)
-        self.events.extend(tracked.events)
-        self.events.extend(done.events)
-        self.job_deleted = self.job_deleted or done.delete_job
-        self.max_active = max(self.max_active, len(self.active()))
-        self.last = done
-        return done
+        self.runtime = JobRuntime(copy.deepcopy(self.api.job), clock.monotonic)
 
-    def _crash(self, where: str) -> None:
-        if self.crash_at == where:
-            self.crash_at = None
-            raise Crash(where)
+    def sync(self) -> SyncResult:
+        self.runtime.offer(copy.deepcopy(self.api.job))  # the job watch's newest event
+        try:
+            report = asyncio.run(self.controller.sync(self.runtime, self.api.pods_of))
+        except Crash:
+            self._crash_at = None
+            self.restart_operator()
+            raise
+        self.last_plan = report.plan
+        self.max_active = max(self.max_active, len(self.active()))
+        assert report.result is not None, "a simulated job needs no preparing write"
+        return report.result
 
     def settle(self, limit: int = 20) -> SyncResult:
         """Syncs until a sync changes nothing (no pods made or removed, same status)."""
@@ -119,6 +79,111 @@ class Sim:
             if (self.job.status, self.pods) == before:
                 return done
         raise AssertionError("the job did not settle")
+
+    @property
+    def crash_at(self) -> str | None:
+        """The operator dies at this point (see CRASH_POINTS) of the next sync reaching it."""
+        return self._crash_at
+
+    @crash_at.setter
+    def crash_at(self, where: str | None) -> None:
+        self._crash_at = where
+        if where is not None:
+            method, nth = CRASH_POINTS[where]
+            self.api.crash(method=method, nth=nth)
+
+    @property
+    def create_error(self) -> str | None:
+        """While set, the API server rejects the job's pods with this message."""
+        return self._create_error
+
+    @create_error.setter
+    def create_error(self, message: str | None) -> None:
+        self._create_error = message
+        if message is None:
+            self.api.heal("create_pod")
+        else:
+            self.api.fail("create_pod", ApiError(422, "Invalid", message))
+
+    # -- what the API server holds -----------------------------------------------------
+    @property
+    def job(self) -> Job:
+        return parse_job(self.api.job)
+
+    @job.setter
+    def job(self, job: Job) -> None:
+        self.api.update_job(self._body(job))
+
+    def _body(self, job: Job) -> JsonDict:
+        """``job`` as the API server stores it."""
+        spec = job.spec
+        meta: JsonDict = {
+            "namespace": job.namespace,
+            "name": job.name,
+            "uid": job.uid,
+            "generation": job.generation,
+        }
+        if job.deleting:
+            meta["deletionTimestamp"] = format_time(self.now)
+        template = {"restartPolicy": spec.restart_policy, "containers": [{"name": "main"}]}
+        return {
+            "apiVersion": c.API_VERSION,
+            "kind": c.KIND,
+            "metadata": meta,
+            "spec": {
+                "parallelism": spec.parallelism,
+                "completions": spec.completions,
+                "backoffLimit": spec.backoff_limit,
+                "activeDeadlineSeconds": spec.active_deadline_seconds,
+                "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
+                "suspend": spec.suspend,
+                "template": {"spec": template},
+            },
+            "status": status_to_dict(job.status),
+        }
+
+    @property
+    def pods(self) -> dict[str, PodInfo]:
+        return self.api.pods
+
+    @pods.setter
+    def pods(self, pods: dict[str, PodInfo]) -> None:
+        self.api.pods = pods
+
+    @property
+    def created(self) -> list[str]:
+        return self.api.created
+
+    @created.setter
+    def created(self, uids: list[str]) -> None:
+        self.api.created = uids
+
+    @property
+    def events(self) -> list[Event]:
+        return self.recorder.events
+
+    @property
+    def job_deleted(self) -> bool:
+        return any(call.method == "delete_job" for call in self.api.calls)
+
+    @property
+    def status(self) -> JobStatus:
+        return self.job.status
+
+    def condition(self, ctype: str) -> str | None:
+        for cond in self.status.conditions:
+            if cond.type == ctype:
+                return cond.status
+        return None
+
+    def reason(self, ctype: str) -> str | None:
+        for cond in self.status.conditions:
+            if cond.type == ctype:
+                return cond.reason
+        return None
+
+    def with_finalizer(self) -> list[str]:
+        return [p.uid for p in self.pods.values() if p.has_finalizer]
 
     # -- kubelet, users ----------------------------------------------------------------
     def active(self) -> list[PodInfo]:
@@ -154,32 +219,8 @@ class Sim:
         self.pods[uid] = replace(self.pods[uid], deleting=True)
 
     def patch_spec(self, **changes: Any) -> None:
-        self.job = replace(
-            self.job, spec=replace(self.job.spec, **changes), generation=self.job.generation + 1
-        )
+        job = self.job
+        self.job = replace(job, spec=replace(job.spec, **changes), generation=job.generation + 1)
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
-
-    def restart_operator(self) -> None:
-        """A new operator process: only what the API server stores survives."""
-        # Nothing is kept in memory by the core; the status and pods are the API's.
-
-    @property
-    def status(self) -> JobStatus:
-        return self.job.status
-
-    def condition(self, ctype: str) -> str | None:
-        for cond in self.job.status.conditions:
-            if cond.type == ctype:
-                return cond.status
-        return None
-
-    def reason(self, ctype: str) -> str | None:
-        for cond in self.job.status.conditions:
-            if cond.type == ctype:
-                return cond.reason
-        return None
-
-    def with_finalizer(self) -> list[str]:
-        return [p.uid for p in self.pods.values() if p.has_finalizer]

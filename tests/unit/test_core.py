@@ -22,7 +22,8 @@ from paralleljob.core import (
 )
 from paralleljob.model import Condition, Job, JobSpec, JobStatus, PodInfo
 
-from .sim import T0, Crash, Sim
+from .fake_api import Crash
+from .sim import T0, Sim
 
 
 # ----------------------------------------------------------------------------- wantActive
@@ -630,6 +631,7 @@ def test_rejected_pod_template_gives_condition_and_event_then_recovers() -> None
         for e in sim.events
     )
     sim.create_error = None
+    sim.advance(1)  # the shell retries a rejected creation after 1 s
     sim.sync()
     assert sim.condition(c.COND_POD_CREATION_FAILED) == "False"
     assert sim.status.active == 1
