@@ -1,5 +1,5 @@
-"""The shell (controller.py) against an in-memory API (FakeApi): the job runtime and
-the job loops."""
+"""The shell (controller.py) against an in-memory API (FakeApi): the order of a sync's
+API calls, which is what makes each pod count exactly once, and the job loops."""
 
 from __future__ import annotations
 
@@ -7,18 +7,20 @@ import asyncio
 import copy
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.controller import Controller, ControllerConfig, JobRuntime
-from paralleljob.model import PodInfo
+from paralleljob.api import ApiError
+from paralleljob.controller import Conflict, Controller, ControllerConfig, JobRuntime, SyncReport
+from paralleljob.model import JobSpec, PodInfo
 from paralleljob.timeutil import format_time
 
-from .fake_api import FakeApi, FakeRecorder
+from .fake_api import Crash, FakeApi, FakeRecorder
+from .sim import Sim
 
 JOB: dict[str, Any] = {
     "apiVersion": "paralleljob.dev/v1alpha1",
@@ -30,6 +32,216 @@ JOB: dict[str, Any] = {
         "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}},
     },
 }
+REFUSED = ApiError(500, "InternalError", "etcdserver: request timed out")
+
+
+# -- one sync's calls ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scenario:
+    """A job after its first sync, and what the kubelet or a user did since."""
+
+    id: str
+    spec: JobSpec
+    then: Callable[[Sim], object]
+    #: The next sync's API calls, in order.
+    calls: tuple[str, ...]
+    #: Succeeded, failed and active pods once every pod change has settled.
+    settled: tuple[int, int, int]
+
+
+def _finish(succeeded: int = 0, failed: int = 0) -> Callable[[Sim], None]:
+    def then(sim: Sim) -> None:
+        sim.succeed(succeeded)
+        sim.fail(failed)
+
+    return then
+
+
+CREATE, DELETE, WRITE, RELEASE = (
+    "create_pod",
+    "delete_pod",
+    "patch_job_status",
+    "remove_pod_finalizer",
+)
+
+SCENARIOS = [
+    Scenario(
+        "two pods succeed, one more is created",
+        JobSpec(completions=4, parallelism=3),
+        _finish(succeeded=2),
+        (CREATE, WRITE, RELEASE, RELEASE, WRITE),
+        settled=(2, 0, 2),
+    ),
+    Scenario(
+        "the last pods succeed: the job completes",
+        JobSpec(completions=2, parallelism=2),
+        _finish(succeeded=2),
+        (WRITE, RELEASE, RELEASE, WRITE),
+        settled=(2, 0, 0),
+    ),
+    Scenario(
+        "a failure past the backoff limit deletes the active pods, which count as failed",
+        JobSpec(completions=3, parallelism=3, backoff_limit=0),
+        _finish(failed=1),
+        # The job has failed: the deleted pods' finalizers go too (canRemoveFinalizer).
+        (DELETE, DELETE, WRITE, RELEASE, RELEASE, RELEASE, WRITE),
+        settled=(0, 3, 0),
+    ),
+    Scenario(
+        "a scale-down releases each surplus pod before deleting it: no failure",
+        JobSpec(completions=5, parallelism=3, backoff_limit=0),
+        lambda sim: sim.patch_spec(parallelism=1),
+        (RELEASE, DELETE, RELEASE, DELETE, WRITE),
+        settled=(0, 0, 1),
+    ),
+]
+
+
+def _prepared(scenario: Scenario) -> Sim:
+    sim = Sim(scenario.spec)
+    sim.sync()
+    sim.run()
+    scenario.then(sim)
+    return sim
+
+
+def _next_calls(sim: Sim) -> list[str]:
+    mark = len(sim.api.calls)
+    sim.sync()
+    return [call.method for call in sim.api.calls[mark:]]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: s.id)
+def test_a_sync_makes_its_calls_in_upstream_order(scenario: Scenario) -> None:
+    assert tuple(_next_calls(_prepared(scenario))) == scenario.calls
+
+
+def test_status_write_1_lists_the_finished_pods_before_their_finalizers_go() -> None:
+    sim = _prepared(SCENARIOS[0])
+    finished = {p.name: p.uid for p in sim.pods.values() if p.phase == c.SUCCEEDED}
+    mark = len(sim.api.calls)
+    sim.sync()
+    _, write_1, *removals, write_2 = sim.api.calls[mark:]
+    assert write_1.body is not None and write_2.body is not None
+    recorded = write_1.body["status"]
+    assert sorted(recorded["uncountedTerminatedPods"]["succeeded"]) == sorted(finished.values())
+    assert recorded["succeeded"] == 0, "recorded, not yet counted"
+    assert sorted(call.name for call in removals) == sorted(finished)
+    counted = write_2.body["status"]
+    assert counted["succeeded"] == 2
+    assert counted["uncountedTerminatedPods"] == {"succeeded": [], "failed": []}
+
+
+def test_a_refused_finalizer_removal_keeps_that_pod_uncounted() -> None:
+    sim = _prepared(SCENARIOS[1])
+    stuck, _ = [p for p in sim.pods.values() if p.phase == c.SUCCEEDED]
+    sim.api.fail(RELEASE, REFUSED, name=stuck.name)
+    sim.sync()
+    assert sim.status.succeeded == 1
+    assert sim.status.uncounted_succeeded == (stuck.uid,)
+    assert sim.condition(c.COND_COMPLETE) is None, "not while a pod is uncounted"
+    sim.api.heal(RELEASE, name=stuck.name)
+    sim.sync()
+    assert sim.status.succeeded == 2 and not sim.status.uncounted_succeeded
+    assert sim.condition(c.COND_COMPLETE) == "True"
+    assert sim.with_finalizer() == []
+
+
+def test_a_refused_status_write_1_removes_no_finalizer() -> None:
+    sim = _prepared(SCENARIOS[1])
+    sim.api.fail(WRITE, REFUSED)
+    assert _failed_sync_calls(sim, ApiError) == [WRITE]
+    assert len(sim.with_finalizer()) == 2
+    sim.api.heal(WRITE)
+    sim.settle()
+    assert (sim.status.succeeded, sim.with_finalizer()) == (2, [])
+
+
+def test_a_conflicting_status_write_1_rereads_the_job_and_removes_no_finalizer() -> None:
+    sim = _prepared(SCENARIOS[1])
+    sim.runtime.offer(copy.deepcopy(sim.api.job))
+    sim.api.update_job(sim.api.job)  # someone else wrote: the runtime's copy is stale
+    assert _failed_sync_calls(sim, Conflict) == [WRITE, "get_job"]
+    assert sim.runtime.body == sim.api.job
+    assert len(sim.with_finalizer()) == 2
+
+
+def _failed_sync_calls(sim: Sim, error: type[Exception]) -> list[str]:
+    """The calls of a sync that raises ``error``, run as the job loop runs it."""
+    mark = len(sim.api.calls)
+    with pytest.raises(error):
+        asyncio.run(sim.controller.sync(sim.runtime, sim.api.pods_of))
+    return [call.method for call in sim.api.calls[mark:]]
+
+
+CRASHES = [
+    pytest.param(scenario, k, after, id=f"{scenario.id}: {when} call {k + 1}")
+    for scenario in SCENARIOS
+    for k in range(len(scenario.calls))
+    for after, when in ((False, "before"), (True, "after"))
+]
+
+
+@pytest.mark.parametrize(("scenario", "k", "after"), CRASHES)
+def test_a_crash_at_any_call_counts_every_pod_exactly_once(
+    scenario: Scenario, k: int, after: bool
+) -> None:
+    """The operator dies before call k reaches the server, or after the server acted on
+    it but before the answer arrived; a new operator takes over with no memory."""
+    sim = _prepared(scenario)
+    sim.api.crash(nth=k + 1, after=after)
+    with pytest.raises(Crash):
+        sim.sync()
+    sim.settle()
+    sim.reap()
+    sim.settle()
+    status = sim.status
+    assert (status.succeeded, status.failed, len(sim.active())) == scenario.settled
+    assert (status.uncounted_succeeded, status.uncounted_failed) == ((), ())
+    assert [p.uid for p in sim.pods.values() if not p.active and p.has_finalizer] == []
+    _assert_no_write_counted_a_pod_twice(sim, scenario)
+
+
+def _assert_no_write_counted_a_pod_twice(sim: Sim, scenario: Scenario) -> None:
+    """Every status written: counted plus listed as uncounted is never more than the
+    pods that finished, and the counters never go back."""
+    succeeded, failed, _ = scenario.settled
+    previous = (0, 0)
+    for call in sim.api.calls:
+        if call.method != WRITE or call.body is None:
+            continue
+        status = call.body["status"]
+        uncounted = status["uncountedTerminatedPods"]
+        assert status["succeeded"] + len(uncounted["succeeded"]) <= succeeded
+        assert status["failed"] + len(uncounted["failed"]) <= failed
+        counters = (status["succeeded"], status["failed"])
+        assert counters[0] >= previous[0] and counters[1] >= previous[1]
+        previous = counters
+
+
+def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else() -> None:
+    api = FakeApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
+    rt = JobRuntime(api.job)
+    report = asyncio.run(_controller(api).sync(rt, api.pods_of))
+    assert report == SyncReport(delay=0.0), "sync again, from the version written"
+    assert [call.method for call in api.calls] == ["patch_job"]
+    assert (api.job["spec"]["parallelism"], api.job["spec"]["completions"]) == (1, 1)
+    assert rt.body == api.job
+
+
+def test_a_refused_sync_is_retried_with_back_off_and_a_conflict_at_once() -> None:
+    sim = Sim(JobSpec(completions=1, parallelism=1))
+    sim.api.fail(WRITE, REFUSED)
+
+    def sync_safely() -> float | None:
+        return asyncio.run(sim.controller.sync_safely(sim.runtime, sim.api.pods_of))
+
+    assert [sync_safely() for _ in range(3)] == [1.0, 2.0, 4.0]
+    sim.api.fail(WRITE, ApiError(409, "Conflict", "the object has been modified"))
+    assert sync_safely() == 0.0
+    sim.api.heal(WRITE)
+    assert sync_safely() == pytest.approx(1.0), "the next DURATION change"
+    assert sim.runtime.api_failures == 0
 
 
 # -- the job runtime -------------------------------------------------------------------
@@ -169,7 +381,7 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
             controller.api = api
             before = len(api.calls)
             waits.append((await controller.sync(rt, api.pods_of)).delay)
-            writes = [call for call in api.calls[before:] if call.method == "patch_job_status"]
+            writes = [call for call in api.calls[before:] if call.method == WRITE]
             assert len(writes) == (1 if api is apis[0] else 0)
         assert apis[0].job["status"]["durationText"] == "60s"
         assert waits[1] == pytest.approx(2.0, abs=0.1), "0.5 writes/s: the second waits 2 s"
