@@ -15,10 +15,17 @@ import sys
 from collections.abc import Sequence
 
 from . import constants as c
-from .config import LOG_LEVELS, OperatorConfig, api_config_from_env, controller_config_from_env
+from .config import (
+    LOG_LEVELS,
+    OperatorConfig,
+    api_config_from_env,
+    controller_config_from_env,
+    port_from_env,
+)
 from .kube import ApiError, ConfigError, Kube, load_configuration
 
 PROG = "paralleljob-operator"
+DEFAULTS = OperatorConfig()
 
 
 class StartupError(Exception):
@@ -43,24 +50,22 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         "--log-level",
         choices=LOG_LEVELS,
         type=str.lower,
-        default=(os.environ.get("PJ_LOG_LEVEL") or "info").lower(),
-        help="debug, info, warning or error (default: $PJ_LOG_LEVEL or info)",
+        default=(os.environ.get("PJ_LOG_LEVEL") or DEFAULTS.log_level).lower(),
+        help=f"debug, info, warning or error (default: $PJ_LOG_LEVEL or {DEFAULTS.log_level})",
     )
     parser.add_argument(
         "--liveness-port",
         type=int,
-        default=int(os.environ.get("PJ_LIVENESS_PORT") or 8080),
         metavar="PORT",
         help="serve kopf's liveness probe on http://0.0.0.0:PORT/healthz "
-        "(default 8080; 0 disables it)",
+        f"(default {DEFAULTS.liveness_port} or $PJ_LIVENESS_PORT; 0 disables it)",
     )
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=int(os.environ.get("PJ_METRICS_PORT") or 8081),
         metavar="PORT",
         help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics "
-        "(default 8081 or $PJ_METRICS_PORT; 0 disables them)",
+        f"(default {DEFAULTS.metrics_port} or $PJ_METRICS_PORT; 0 disables them)",
     )
     args = parser.parse_args(argv)
     if args.log_level not in LOG_LEVELS:
@@ -70,18 +75,21 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         env = os.environ.get("PJ_WATCH_NAMESPACES", "")
         namespaces = [n.strip() for n in env.split(",") if n.strip()]
     try:
-        controller = controller_config_from_env()
-        api = api_config_from_env()
+        return OperatorConfig(
+            namespaces=tuple(dict.fromkeys(namespaces)),
+            log_level=args.log_level,
+            liveness_port=_port(args.liveness_port, "PJ_LIVENESS_PORT", DEFAULTS.liveness_port),
+            metrics_port=_port(args.metrics_port, "PJ_METRICS_PORT", DEFAULTS.metrics_port),
+            controller=controller_config_from_env(),
+            api=api_config_from_env(),
+        )
     except ValueError as exc:
         parser.error(str(exc))
-    return OperatorConfig(
-        namespaces=tuple(dict.fromkeys(namespaces)),
-        log_level=args.log_level,
-        liveness_port=args.liveness_port,
-        controller=controller,
-        metrics_port=args.metrics_port,
-        api=api,
-    )
+
+
+def _port(flag: int | None, env: str, default: int) -> int:
+    """The flag's port, else the environment's, else the default."""
+    return flag if flag is not None else port_from_env(env, default)
 
 
 async def preflight(config: OperatorConfig) -> None:

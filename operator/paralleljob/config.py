@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TypeVar
 
-from .backoff import DEFAULT_BASE_SECONDS, DEFAULT_MAX_SECONDS
-from .controller import DEFAULT_DURATION_REFRESH_QPS, ControllerConfig
+from .controller import ControllerConfig
 from .core import CoreConfig
-from .progress import DEFAULT_STALL_SECONDS
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 N = TypeVar("N", int, float)
+
+
+def port_from_env(name: str, default: int) -> int:
+    """A port number from environment variable ``name`` (``default`` if unset or blank)."""
+    return _env(name, default, minimum=0)
 
 
 def _env(name: str, default: N, *, minimum: N) -> N:
@@ -58,25 +61,32 @@ class OperatorConfig:
 
 
 def controller_config_from_env() -> ControllerConfig:
-    """The tuning knobs, all optional (see the README's CLI section)."""
-    core = CoreConfig(
-        backoff_base_seconds=_env("PJ_POD_BACKOFF_BASE_SECONDS", DEFAULT_BASE_SECONDS, minimum=0.0),
-        backoff_max_seconds=_env("PJ_POD_BACKOFF_MAX_SECONDS", DEFAULT_MAX_SECONDS, minimum=0.0),
-    )
+    """The tuning knobs, all optional (see the README's CLI section); each default is
+    the dataclass field's."""
+    core, loop = CoreConfig(), ControllerConfig()
     return ControllerConfig(
-        core=core,
-        sync_batch_seconds=_env("PJ_SYNC_BATCH_SECONDS", 0.1, minimum=0.0),
-        duration_refresh_qps=_env(
-            "PJ_DURATION_REFRESH_QPS", DEFAULT_DURATION_REFRESH_QPS, minimum=0.0
+        core=replace(
+            core,
+            backoff_base_seconds=_env(
+                "PJ_POD_BACKOFF_BASE_SECONDS", core.backoff_base_seconds, minimum=0.0
+            ),
+            backoff_max_seconds=_env(
+                "PJ_POD_BACKOFF_MAX_SECONDS", core.backoff_max_seconds, minimum=0.0
+            ),
         ),
-        stall_seconds=_env("PJ_LIVENESS_STALL_SECONDS", DEFAULT_STALL_SECONDS, minimum=1.0),
+        sync_batch_seconds=_env("PJ_SYNC_BATCH_SECONDS", loop.sync_batch_seconds, minimum=0.0),
+        duration_refresh_qps=_env(
+            "PJ_DURATION_REFRESH_QPS", loop.duration_refresh_qps, minimum=0.0
+        ),
+        stall_seconds=_env("PJ_LIVENESS_STALL_SECONDS", loop.stall_seconds, minimum=1.0),
     )
 
 
 def api_config_from_env() -> ApiConfig:
-    qps = _env("PJ_API_QPS", 0.0, minimum=0.0)
+    defaults = ApiConfig()
+    qps = _env("PJ_API_QPS", defaults.qps, minimum=0.0)
     return ApiConfig(
-        concurrency=_env("PJ_API_CONCURRENCY", 64, minimum=1),
+        concurrency=_env("PJ_API_CONCURRENCY", defaults.concurrency, minimum=1),
         qps=qps,
         burst=_env("PJ_API_BURST", max(1, math.ceil(qps)), minimum=1),
     )

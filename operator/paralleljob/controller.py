@@ -42,6 +42,7 @@ from .core import (
 )
 from .events import JobRef, Recorder
 from .expectations import UIDTrackingExpectations
+from .json_types import JsonDict
 from .model import (
     JobStatus,
     PodInfo,
@@ -57,7 +58,6 @@ from .ratelimit import SlotScheduler
 
 log = logging.getLogger(__name__)
 
-JsonDict = dict[str, Any]
 
 #: Default of PJ_DURATION_REFRESH_QPS: status writes per second, over all jobs, that
 #: only refresh the printed DURATION of running jobs.

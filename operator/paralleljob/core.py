@@ -31,7 +31,13 @@ from datetime import datetime
 
 from . import constants as c
 from . import display
-from .backoff import BackoffRecord, next_record, remaining_seconds
+from .backoff import (
+    DEFAULT_BASE_SECONDS,
+    DEFAULT_MAX_SECONDS,
+    BackoffRecord,
+    next_record,
+    remaining_seconds,
+)
 from .model import (
     Condition,
     Job,
@@ -57,8 +63,8 @@ WARNING = "Warning"
 
 @dataclass(frozen=True)
 class CoreConfig:
-    backoff_base_seconds: float = 10.0
-    backoff_max_seconds: float = 360.0
+    backoff_base_seconds: float = DEFAULT_BASE_SECONDS
+    backoff_max_seconds: float = DEFAULT_MAX_SECONDS
     #: MaxPodCreateDeletePerSync upstream.
     max_pod_changes_per_sync: int = 500
     #: MaxUncountedPods upstream.

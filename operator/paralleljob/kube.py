@@ -22,11 +22,11 @@ from kubernetes.aio import config as aio_config
 from . import constants as c
 from . import metrics
 from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
+from .json_types import JsonDict
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
 
-JsonDict = dict[str, Any]
 
 MERGE_PATCH = "application/merge-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"

@@ -13,9 +13,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from . import constants as c
+from .json_types import JsonDict
 from .timeutil import format_time, parse_time
-
-JsonDict = dict[str, Any]
 
 
 @dataclass(frozen=True)

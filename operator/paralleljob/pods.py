@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import constants as c
-
-JsonDict = dict[str, Any]
+from .json_types import JsonDict
 
 #: The API server appends 5 random characters to a generateName cut to this length.
 MAX_GENERATE_NAME_PREFIX = 58

@@ -178,3 +178,18 @@ def test_bad_rate_settings_are_refused_with_their_name(
     with pytest.raises(SystemExit):
         parse_args([])
     assert f"{name} {message}" in capsys.readouterr().err
+
+
+def test_ports_come_from_the_flag_else_the_environment_else_the_default(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (parse_args([]).liveness_port, parse_args([]).metrics_port) == (8080, 8081)
+    monkeypatch.setenv("PJ_METRICS_PORT", "9100")
+    monkeypatch.setenv("PJ_LIVENESS_PORT", "0")
+    config = parse_args([])
+    assert (config.liveness_port, config.metrics_port) == (0, 9100)
+    assert parse_args(["--metrics-port", "9200"]).metrics_port == 9200
+    monkeypatch.setenv("PJ_METRICS_PORT", "http")
+    with pytest.raises(SystemExit):
+        parse_args([])
+    assert "PJ_METRICS_PORT must be an integer" in capsys.readouterr().err
