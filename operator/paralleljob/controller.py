@@ -59,6 +59,10 @@ from .ratelimit import SlotScheduler
 log = logging.getLogger(__name__)
 
 
+#: The largest batch of pod creations sent at once (upstream's
+#: MaxPodCreateDeletePerSync bounds a whole sync the same way).
+MAX_SLOW_START_BATCH = 500
+
 #: Default of PJ_DURATION_REFRESH_QPS: status writes per second, over all jobs, that
 #: only refresh the printed DURATION of running jobs.
 DEFAULT_DURATION_REFRESH_QPS = 5.0
@@ -123,6 +127,8 @@ class JobRuntime:
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
         self.stopped = False
+        #: The batch size the next pod creations start with (see _create_pods).
+        self.slow_start_batch = 1
         #: When the last sync started (monotonic), for batching pod events.
         self.last_sync_started = float("-inf")
         #: Pod changes this loop made that the pod cache does not show yet.
@@ -531,9 +537,14 @@ class Controller:
     async def _create_pods(
         self, rt: JobRuntime, body: Mapping[str, Any], count: int
     ) -> tuple[int, str | None]:
-        """Slow start, as upstream: batches of 1, 2, 4, ...; stop at the first error."""
+        """Slow start, as upstream: batches of 1, 2, 4, ...; stop at the first error.
+
+        Unlike upstream, a job whose creations all succeeded last time starts where that
+        slow start ended rather than at 1: slow start guards against a flood of doomed
+        requests (quota, admission), and a batch that just succeeded in full says the
+        next is not doomed. An error starts the next slow start at 1 again."""
         created = 0
-        batch = 1
+        batch = rt.slow_start_batch
         remaining = count
         while remaining > 0:
             size = min(batch, remaining)
@@ -542,9 +553,11 @@ class Controller:
             errors = [r for r in results if r is not None]
             _record_creations(size - len(errors), len(errors))
             if errors:
+                rt.slow_start_batch = 1
                 return created, errors[0]
             remaining -= size
-            batch *= 2
+            rt.slow_start_batch = max(rt.slow_start_batch, size)
+            batch = min(batch * 2, MAX_SLOW_START_BATCH)
         return created, None
 
     async def _create_pod(self, rt: JobRuntime, body: Mapping[str, Any]) -> str | None:

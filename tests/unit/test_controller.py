@@ -432,3 +432,25 @@ def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:
     [(woken, timer, started)] = seen
     assert woken is None and timer is None and started is not None
     assert rt.sync_started is None and rt.woken_at is not None
+
+
+def test_slow_start_resumes_where_a_fully_successful_one_ended_and_restarts_after_an_error() -> (
+    None
+):
+    async def scenario() -> None:
+        api = FakeApi({**JOB, "spec": {**JOB["spec"], "completions": 40, "parallelism": 7}})
+        controller = _controller(api)
+        rt = JobRuntime(api.job)
+        await controller.sync(rt, api.pods_of)
+        assert len(api.pods) == 7, "batches of 1, 2 and 4"
+        assert rt.slow_start_batch == 4
+        for uid, pod in list(api.pods.items()):
+            api.pods[uid] = replace(pod, phase=c.SUCCEEDED)
+        api.fail("create_pod", ApiError(403, "Forbidden", "exceeded quota"))
+        await controller.sync(rt, api.pods_of)
+        assert rt.slow_start_batch == 1, "an error: the next slow start begins at 1"
+        assert [c.method for c in api.calls].count("create_pod") == 7 + 4, (
+            "this sync's first batch was as large as the last one that succeeded"
+        )
+
+    asyncio.run(scenario())
