@@ -4,6 +4,9 @@
 # (private containerd + runc, CNI bridge, kubelet, kube-proxy, CoreDNS) and a
 # simulated kwok node. State lives in .cluster/; every process started gets a
 # pid file there, which is all cluster-down.sh uses to stop it.
+# One function per component, as in Kubernetes' hack/local-up-cluster.sh;
+# main at the bottom. Their configs are templates in hack/cluster/, rendered
+# into .cluster/ with the values of hack/cluster-env.sh (render, hack/lib.sh).
 # Usage: hack/cluster-up.sh     (idempotent: a running cluster is left alone)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/cluster-env.sh"
@@ -13,97 +16,120 @@ step() { log "cluster: $* (+$((SECONDS - START))s)"; }
 
 # ---------------------------------------------------------------- checks
 
-[ "$(id -u)" -eq 0 ] || die "the local cluster needs root (network namespaces, mounts, iptables, cgroups)"
+check_prereqs() {
+  local bin cmd plugin
+  [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (network namespaces, mounts, iptables, cgroups)"
+  for bin in "$KUBE_BIN/kube-apiserver" "$KUBE_BIN/kubelet" "$KUBE_BIN/kubectl" "$ETCD_BIN" "$KWOK_BIN" "$COREDNS_BIN"; do
+    [ -x "$bin" ] || die "$bin is missing: run 'make build' (hack/build.sh)"
+  done
+  for cmd in containerd containerd-shim-runc-v2 ctr runc iptables ip6tables conntrack ip nsenter openssl gcc; do
+    require_cmd "$cmd" "run 'make prereqs' (hack/install-prereqs.sh)"
+  done
+  for plugin in bridge host-local loopback portmap; do
+    [ -x "$CNI_BIN_DIR/$plugin" ] || die "CNI plugin $CNI_BIN_DIR/$plugin is missing: run 'make prereqs'"
+  done
+}
 
-for bin in "$KUBE_BIN/kube-apiserver" "$KUBE_BIN/kubelet" "$KUBE_BIN/kubectl" "$ETCD_BIN" "$KWOK_BIN" "$COREDNS_BIN"; do
-  [ -x "$bin" ] || die "$bin is missing: run 'make build' (hack/build.sh)"
-done
-for cmd in containerd containerd-shim-runc-v2 ctr runc iptables ip6tables conntrack ip nsenter openssl gcc; do
-  require_cmd "$cmd" "run 'make prereqs' (hack/install-prereqs.sh)"
-done
-for plugin in bridge host-local loopback portmap; do
-  [ -x "$CNI_BIN_DIR/$plugin" ] || die "CNI plugin $CNI_BIN_DIR/$plugin is missing: run 'make prereqs'"
-done
+# alive_components: how many components have a pid file naming a live process.
+alive_components() {
+  local c n=0
+  for c in "${COMPONENTS[@]}"; do
+    pid_alive "$c" && n=$((n + 1))
+  done
+  echo "$n"
+}
+
+# cluster_running: every component alive and the apiserver ready.
+cluster_running() {
+  [ "$(alive_components)" -eq ${#COMPONENTS[@]} ] && kubectl get --raw /readyz >/dev/null 2>&1
+}
 
 report_running() {
   log "cluster: already running ($(kubectl get nodes --no-headers 2>/dev/null | awk '{printf "%s %s; ", $1, $2}'))"
   echo "$KUBECONFIG_ADMIN"
 }
 
-# Running already? Then report it and touch nothing.
-alive=0 any=0
-for c in "${COMPONENTS[@]}"; do
-  [ -f "$PID_DIR/$c.pid" ] && any=1
-  pid_alive "$c" && alive=$((alive + 1))
-done
-if [ "$alive" -eq ${#COMPONENTS[@]} ] && kubectl get --raw /readyz >/dev/null 2>&1; then
-  report_running
-  exit 0
-fi
-# Half-started or crashed: clean up what is left first, by pid file.
-if [ "$any" -eq 1 ] || ip link show "$BRIDGE" >/dev/null 2>&1; then
-  log "cluster: a partial cluster is left over ($alive/${#COMPONENTS[@]} components alive); cleaning it up"
-  "$HACK_DIR/cluster-down.sh"
-fi
+# clean_up_leftovers: a half-started or crashed cluster is stopped and
+# cleaned up (by pid file, hack/cluster-down.sh) before anything starts.
+clean_up_leftovers() {
+  local c any=0
+  for c in "${COMPONENTS[@]}"; do
+    [ -f "$PID_DIR/$c.pid" ] && any=1
+  done
+  if [ "$any" -eq 1 ] || ip link show "$BRIDGE" >/dev/null 2>&1; then
+    log "cluster: a partial cluster is left over ($(alive_components)/${#COMPONENTS[@]} components alive); cleaning it up"
+    "$HACK_DIR/cluster-down.sh"
+  fi
+}
 
-# A port held by something else is reported now instead of a component
-# failing (or waiting) later.
-busy=()
-for l in "${LISTENERS[@]}"; do
-  IFS=: read -r proto addr port <<<"$l"
-  flag=-t; [ "$proto" = udp ] && flag=-u
-  holders=$(ss -H -l -n -p "$flag" "( sport = :$port )" 2>/dev/null |
-    awk -v a="$addr" '$4 ~ "^(" a "|0\\.0\\.0\\.0|\\*|\\[::\\]):" {print $4, $6}')
-  [ -n "$holders" ] && busy+=("$proto $addr:$port is in use: $holders")
-done
-if [ ${#busy[@]} -gt 0 ]; then
-  printf 'error: %s\n' "${busy[@]}" >&2
-  die "free the ports above (or stop what holds them) and rerun"
-fi
+# check_ports: a port held by something else is reported now instead of a
+# component failing (or waiting) later.
+check_ports() {
+  local l proto addr port flag holders busy=()
+  for l in "${LISTENERS[@]}"; do
+    IFS=: read -r proto addr port <<<"$l"
+    flag=-t; [ "$proto" = udp ] && flag=-u
+    holders=$(ss -H -l -n -p "$flag" "( sport = :$port )" 2>/dev/null |
+      awk -v a="$addr" '$4 ~ "^(" a "|0\\.0\\.0\\.0|\\*|\\[::\\]):" {print $4, $6}')
+    [ -n "$holders" ] && busy+=("$proto $addr:$port is in use: $holders")
+  done
+  if [ ${#busy[@]} -gt 0 ]; then
+    printf 'error: %s\n' "${busy[@]}" >&2
+    die "free the ports above (or stop what holds them) and rerun"
+  fi
+}
 
 # ---------------------------------------------------------------- host setup
 
-step "preparing host networking"
-mkdir -p "$PID_DIR" "$LOG_DIR" "$PKI_DIR" "$CNI_CONF_DIR" "$CONTAINERD_DIR" "$KUBELET_DIR" "$CLUSTER_DIR/etcd"
-# Fresh logs for this run; the previous run's stay as *.log.prev.
-for f in "$LOG_DIR"/*.log; do [ -e "$f" ] && mv -f "$f" "$f.prev"; done
-
-# Pods on the bridge reach Services and the world through the host.
-sysctl -qw net.ipv4.ip_forward=1
-[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] || modprobe br_netfilter 2>/dev/null ||
-  die "kernel module br_netfilter is unavailable (kube-proxy needs bridged traffic to traverse iptables)"
-sysctl -qw net.bridge.bridge-nf-call-iptables=1
+prepare_dirs() {
+  local f
+  mkdir -p "$PID_DIR" "$LOG_DIR" "$PKI_DIR" "$CNI_CONF_DIR" "$CONTAINERD_DIR" "$KUBELET_DIR" "$CLUSTER_DIR/etcd"
+  # Fresh logs for this run; the previous run's stay as *.log.prev.
+  for f in "$LOG_DIR"/*.log; do
+    if [ -e "$f" ]; then mv -f "$f" "$f.prev"; fi
+  done
+}
 
 # Each step tolerates a leftover of a previous run.
-ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
-ip addr replace "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
-ip link set "$BRIDGE" up
-ip route replace unreachable "$KWOK_CIDR"
+setup_host_network() {
+  # Pods on the bridge reach Services and the world through the host.
+  sysctl -qw net.ipv4.ip_forward=1
+  [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] || modprobe br_netfilter 2>/dev/null ||
+    die "kernel module br_netfilter is unavailable (kube-proxy needs bridged traffic to traverse iptables)"
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1
 
-# Accept traffic from and to the pod bridge even if something (e.g. dockerd)
-# set the FORWARD policy to DROP; masquerade pods' traffic leaving the host.
-iptables -w -N "$IPT_FORWARD_CHAIN" 2>/dev/null || iptables -w -F "$IPT_FORWARD_CHAIN"
-iptables -w -A "$IPT_FORWARD_CHAIN" -i "$BRIDGE" -j ACCEPT
-iptables -w -A "$IPT_FORWARD_CHAIN" -o "$BRIDGE" -j ACCEPT
-iptables -w -C FORWARD -j "$IPT_FORWARD_CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$IPT_FORWARD_CHAIN"
-iptables -w -t nat -N "$IPT_MASQ_CHAIN" 2>/dev/null || iptables -w -t nat -F "$IPT_MASQ_CHAIN"
-iptables -w -t nat -A "$IPT_MASQ_CHAIN" -s "$POD_CIDR" ! -o "$BRIDGE" -j MASQUERADE
-iptables -w -t nat -C POSTROUTING -j "$IPT_MASQ_CHAIN" 2>/dev/null || iptables -w -t nat -A POSTROUTING -j "$IPT_MASQ_CHAIN"
+  ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+  ip addr replace "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  ip route replace unreachable "$KWOK_CIDR"
+
+  # Accept traffic from and to the pod bridge even if something (e.g. dockerd)
+  # set the FORWARD policy to DROP; masquerade pods' traffic leaving the host.
+  iptables -w -N "$IPT_FORWARD_CHAIN" 2>/dev/null || iptables -w -F "$IPT_FORWARD_CHAIN"
+  iptables -w -A "$IPT_FORWARD_CHAIN" -i "$BRIDGE" -j ACCEPT
+  iptables -w -A "$IPT_FORWARD_CHAIN" -o "$BRIDGE" -j ACCEPT
+  iptables -w -C FORWARD -j "$IPT_FORWARD_CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$IPT_FORWARD_CHAIN"
+  iptables -w -t nat -N "$IPT_MASQ_CHAIN" 2>/dev/null || iptables -w -t nat -F "$IPT_MASQ_CHAIN"
+  iptables -w -t nat -A "$IPT_MASQ_CHAIN" -s "$POD_CIDR" ! -o "$BRIDGE" -j MASQUERADE
+  iptables -w -t nat -C POSTROUTING -j "$IPT_MASQ_CHAIN" 2>/dev/null || iptables -w -t nat -A POSTROUTING -j "$IPT_MASQ_CHAIN"
+}
 
 # Every pod cgroup of the real node lives under this parent.
-for hierarchy in /sys/fs/cgroup/*/; do
-  [ -e "$hierarchy/cgroup.procs" ] && [ ! -e "$hierarchy/cgroup.controllers" ] || continue
-  mkdir -p "$hierarchy$CGROUP_ROOT"
-  # A new v1 cpuset cgroup starts with no CPUs and no memory nodes.
-  if [ -e "$hierarchy/cpuset.cpus" ]; then
-    cat "$hierarchy/cpuset.cpus" >"$hierarchy$CGROUP_ROOT/cpuset.cpus"
-    cat "$hierarchy/cpuset.mems" >"$hierarchy$CGROUP_ROOT/cpuset.mems"
-  fi
-done
+setup_cgroups() {
+  local hierarchy
+  for hierarchy in /sys/fs/cgroup/*/; do
+    [ -e "$hierarchy/cgroup.procs" ] && [ ! -e "$hierarchy/cgroup.controllers" ] || continue
+    mkdir -p "$hierarchy$CGROUP_ROOT"
+    # A new v1 cpuset cgroup starts with no CPUs and no memory nodes.
+    if [ -e "$hierarchy/cpuset.cpus" ]; then
+      cat "$hierarchy/cpuset.cpus" >"$hierarchy$CGROUP_ROOT/cpuset.cpus"
+      cat "$hierarchy/cpuset.mems" >"$hierarchy$CGROUP_ROOT/cpuset.mems"
+    fi
+  done
+}
 
 # ---------------------------------------------------------------- PKI
 
-step "issuing certificates"
 cert_conf() {
   cat <<EOF
 [req]
@@ -127,56 +153,64 @@ issue() {
     -out "$PKI_DIR/$name.crt" 2>/dev/null
   rm -f "$PKI_DIR/$name.csr"
 }
-# kubeconfig FILE CERT_NAME
-kubeconfig() {
-  local file=$1 name=$2
-  cat >"$file" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: paralleljob-local
-  cluster:
-    server: $APISERVER_URL
-    certificate-authority-data: $(base64 -w0 <"$PKI_DIR/ca.crt")
-users:
-- name: $name
-  user:
-    client-certificate-data: $(base64 -w0 <"$PKI_DIR/$name.crt")
-    client-key-data: $(base64 -w0 <"$PKI_DIR/$name.key")
-contexts:
-- name: paralleljob-local
-  context: {cluster: paralleljob-local, user: $name}
-current-context: paralleljob-local
-EOF
-  chmod 600 "$file"
+
+issue_certificates() {
+  new_key "$PKI_DIR/ca.key"
+  openssl req -x509 -new -key "$PKI_DIR/ca.key" -subj "/CN=paralleljob-local-ca" -days 3650 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI_DIR/ca.crt" 2>/dev/null
+  new_key "$PKI_DIR/sa.key"
+  openssl pkey -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
+
+  issue apiserver "/CN=kube-apiserver" serverAuth \
+    "IP:$BRIDGE_IP,IP:$KUBERNETES_SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
+  issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
+  issue controller-manager "/CN=system:kube-controller-manager" clientAuth
+  issue scheduler "/CN=system:kube-scheduler" clientAuth
+  issue kube-proxy "/CN=system:kube-proxy" clientAuth
+  issue kubelet "/O=system:nodes/CN=system:node:$REAL_NODE" clientAuth
+  issue kubelet-serving "/CN=$REAL_NODE" serverAuth "IP:$BRIDGE_IP,DNS:$REAL_NODE"
+  issue coredns "/CN=system:coredns" clientAuth
+  # kwok plays the kubelet of any number of nodes and their pods; the node
+  # authorizer only admits one node per identity, so kwok is cluster-admin
+  # (as in kwok's own deployment manifests).
+  issue kwok "/O=system:masters/CN=kwok-controller" clientAuth
 }
 
-new_key "$PKI_DIR/ca.key"
-openssl req -x509 -new -key "$PKI_DIR/ca.key" -subj "/CN=paralleljob-local-ca" -days 3650 \
-  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
-  -out "$PKI_DIR/ca.crt" 2>/dev/null
-new_key "$PKI_DIR/sa.key"
-openssl pkey -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
+# ---------------------------------------------------------------- configs
+# Each prints a template of hack/cluster/ with the variables it may use.
 
-issue apiserver "/CN=kube-apiserver" serverAuth \
-  "IP:$BRIDGE_IP,IP:$KUBERNETES_SERVICE_IP,IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
-issue apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client" clientAuth
-issue admin "/O=system:masters/CN=kubernetes-admin" clientAuth
-issue controller-manager "/CN=system:kube-controller-manager" clientAuth
-issue scheduler "/CN=system:kube-scheduler" clientAuth
-issue kube-proxy "/CN=system:kube-proxy" clientAuth
-issue kubelet "/O=system:nodes/CN=system:node:$REAL_NODE" clientAuth
-issue kubelet-serving "/CN=$REAL_NODE" serverAuth "IP:$BRIDGE_IP,DNS:$REAL_NODE"
-issue coredns "/CN=system:coredns" clientAuth
-# kwok plays the kubelet of any number of nodes and their pods; the node
-# authorizer only admits one node per identity, so kwok is cluster-admin
-# (as in kwok's own deployment manifests).
-issue kwok "/O=system:masters/CN=kwok-controller" clientAuth
+# kubeconfig NAME: a kubeconfig with the client certificate NAME.
+# shellcheck disable=SC2034 # the variables are read by render
+kubeconfig() {
+  local USER_NAME=$1 CA_DATA CERT_DATA KEY_DATA
+  CA_DATA=$(base64 -w0 <"$PKI_DIR/ca.crt")
+  CERT_DATA=$(base64 -w0 <"$PKI_DIR/$1.crt")
+  KEY_DATA=$(base64 -w0 <"$PKI_DIR/$1.key")
+  render "$HACK_DIR/cluster/kubeconfig.yaml" APISERVER_URL CA_DATA USER_NAME CERT_DATA KEY_DATA
+}
+containerd_config() {
+  render "$HACK_DIR/cluster/containerd.toml" CONTAINERD_DIR CONTAINERD_SOCK PAUSE_IMAGE CNI_BIN_DIR CNI_CONF_DIR
+}
+cni_config() { render "$HACK_DIR/cluster/cni.conflist" BRIDGE CLUSTER_DIR POD_CIDR BRIDGE_IP; }
+corefile() { render "$HACK_DIR/cluster/Corefile" BRIDGE_IP CLUSTER_DIR; }
+coredns_objects() { render "$HACK_DIR/cluster/coredns-objects.yaml" DNS_SERVICE_IP BRIDGE_IP; }
+kube_proxy_config() { render "$HACK_DIR/cluster/kube-proxy.yaml" CLUSTER_DIR REAL_NODE CLUSTER_CIDR BRIDGE_IP; }
+kubelet_config() {
+  render "$HACK_DIR/cluster/kubelet.yaml" BRIDGE_IP PKI_DIR CONTAINERD_SOCK CGROUP_ROOT DNS_SERVICE_IP CLUSTER_DIR
+}
+kwok_node() { render "$HACK_DIR/cluster/kwok-node.yaml" KWOK_NODE; }
 
-kubeconfig "$KUBECONFIG_ADMIN" admin
-for c in controller-manager scheduler kube-proxy kubelet coredns kwok; do
-  kubeconfig "$CLUSTER_DIR/$c.kubeconfig" "$c"
-done
+write_kubeconfigs() {
+  local c
+  kubeconfig admin >"$KUBECONFIG_ADMIN"
+  chmod 600 "$KUBECONFIG_ADMIN"
+  for c in controller-manager scheduler kube-proxy kubelet coredns kwok; do
+    kubeconfig "$c" >"$CLUSTER_DIR/$c.kubeconfig"
+    chmod 600 "$CLUSTER_DIR/$c.kubeconfig"
+  done
+}
 
 # ---------------------------------------------------------------- helpers
 
@@ -209,341 +243,193 @@ wait_for() {
   done
 }
 
-# ---------------------------------------------------------------- images
-
-step "building the preloaded images (cached in $CACHE_DIR/images)"
-mapfile -t IMAGES < <(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR")
-PAUSE_IMAGE=$(printf '%s\n' "${IMAGES[@]}" | awk '$1 ~ /\/pause:/ {print $1}')
-
-# ---------------------------------------------------------------- etcd + containerd
-
-step "starting etcd and containerd"
-start etcd "$ETCD_BIN" --name local --data-dir "$CLUSTER_DIR/etcd" \
-  --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
-  --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
-  --initial-cluster local=http://127.0.0.1:2380 \
-  --quota-backend-bytes 4294967296 --log-level warn
-
-cat >"$CONTAINERD_DIR/config.toml" <<EOF
-# Private containerd of the local cluster; nothing here touches a system one.
-version = 2
-root = "$CONTAINERD_DIR/root"
-state = "$CONTAINERD_DIR/state"
-# Keep containerd's own oom_score_adj (raising privileges for it needs
-# CAP_SYS_RESOURCE, which no process on these machines has).
-oom_score = 0
-disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
-
-[grpc]
-  address = "$CONTAINERD_SOCK"
-[ttrpc]
-  address = "$CONTAINERD_SOCK.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "$CONTAINERD_DIR/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "$PAUSE_IMAGE"
-  # Containers ask for negative OOM scores (kubelet's Guaranteed QoS); writing
-  # one needs CAP_SYS_RESOURCE, so clamp them to containerd's own score.
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-  disable_apparmor = true
-  # Pod network namespaces under our state dir, so cleanup finds them all.
-  netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        # No systemd on these machines: cgroupfs everywhere.
-        SystemdCgroup = false
-        Root = "$CONTAINERD_DIR/runc"
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "$CNI_BIN_DIR"
-    conf_dir = "$CNI_CONF_DIR"
-    max_conf_num = 1
-EOF
-
-cat >"$CNI_CONF_DIR/10-paralleljob.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "paralleljob-local",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "$BRIDGE",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "dataDir": "$CLUSTER_DIR/cni/ipam",
-        "ranges": [[{"subnet": "$POD_CIDR", "gateway": "$BRIDGE_IP"}]],
-        "routes": [{"dst": "0.0.0.0/0"}]
-      }
-    },
-    {"type": "portmap", "capabilities": {"portMappings": true}}
-  ]
-}
-EOF
-start containerd "$(command -v containerd)" --config "$CONTAINERD_DIR/config.toml" --log-level warn
-
-wait_for etcd 30 curl -fsS http://127.0.0.1:2379/health
-wait_for containerd 30 ctr_ version
-
-step "importing images into the node's containerd"
-for line in "${IMAGES[@]}"; do
-  read -r ref tarball <<<"$line"
-  ctr_ images import "$tarball" >/dev/null
-  log "  $ref"
-done
-
-# ---------------------------------------------------------------- control plane
-
-step "starting kube-apiserver"
-start kube-apiserver "$KUBE_BIN/kube-apiserver" \
-  --etcd-servers=http://127.0.0.1:2379 \
-  --bind-address="$BRIDGE_IP" --secure-port="$APISERVER_PORT" --advertise-address="$BRIDGE_IP" \
-  --tls-cert-file="$PKI_DIR/apiserver.crt" --tls-private-key-file="$PKI_DIR/apiserver.key" \
-  --client-ca-file="$PKI_DIR/ca.crt" \
-  --kubelet-client-certificate="$PKI_DIR/apiserver-kubelet-client.crt" \
-  --kubelet-client-key="$PKI_DIR/apiserver-kubelet-client.key" \
-  --kubelet-certificate-authority="$PKI_DIR/ca.crt" \
-  --kubelet-preferred-address-types=InternalIP \
-  --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-  --service-account-key-file="$PKI_DIR/sa.pub" \
-  --service-account-signing-key-file="$PKI_DIR/sa.key" \
-  --service-cluster-ip-range="$SERVICE_CIDR" \
-  --authorization-mode=Node,RBAC \
-  --enable-admission-plugins=NodeRestriction \
-  --audit-policy-file="$HACK_DIR/cluster/audit-policy.yaml" \
-  --audit-log-path="$LOG_DIR/audit.log" --audit-log-maxsize=200 --audit-log-maxbackup=5 \
-  --allow-privileged=true \
-  --profiling=false \
-  --v=1
-wait_for kube-apiserver 60 kubectl get --raw /readyz
-
-step "starting controller-manager, scheduler, CoreDNS, kube-proxy, kubelet, kwok"
-start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
-  --kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
-  --authentication-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
-  --authorization-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
-  --bind-address=127.0.0.1 --secure-port=10257 \
-  --root-ca-file="$PKI_DIR/ca.crt" \
-  --service-account-private-key-file="$PKI_DIR/sa.key" \
-  --cluster-signing-cert-file="$PKI_DIR/ca.crt" --cluster-signing-key-file="$PKI_DIR/ca.key" \
-  --use-service-account-credentials=true \
-  --service-cluster-ip-range="$SERVICE_CIDR" \
-  --controllers='*' \
-  --leader-elect=false \
-  --profiling=false \
-  --v=1
-
-start kube-scheduler "$KUBE_BIN/kube-scheduler" \
-  --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
-  --authentication-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
-  --authorization-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
-  --bind-address=127.0.0.1 --secure-port=10259 \
-  --leader-elect=false \
-  --profiling=false \
-  --v=1
-
-# CoreDNS runs on the host, bound to the bridge gateway, and is published as
-# the usual kube-system/kube-dns Service (ClusterIP $DNS_SERVICE_IP) through a
-# hand-made EndpointSlice: pods resolve exactly as with an in-cluster CoreDNS,
-# without one more image or a pod that must be scheduled before DNS works.
-cat >"$CLUSTER_DIR/Corefile" <<EOF
-.:53 {
-    bind $BRIDGE_IP
-    errors
-    health 127.0.0.1:10054
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        kubeconfig $CLUSTER_DIR/coredns.kubeconfig paralleljob-local
-        pods insecure
-        fallthrough in-addr.arpa ip6.arpa
-        ttl 30
-    }
-    forward . /etc/resolv.conf
-    cache 30
-    loop
-}
-EOF
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRole
-metadata:
-  name: system:coredns
-rules:
-- apiGroups: [""]
-  resources: [endpoints, services, pods, namespaces]
-  verbs: [list, watch]
-- apiGroups: [discovery.k8s.io]
-  resources: [endpointslices]
-  verbs: [list, watch]
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: system:coredns
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: system:coredns}
-subjects:
-- {apiGroup: rbac.authorization.k8s.io, kind: User, name: system:coredns}
----
-apiVersion: v1
-kind: Service
-metadata:
-  name: kube-dns
-  namespace: kube-system
-  labels: {k8s-app: kube-dns, kubernetes.io/name: CoreDNS}
-spec:
-  clusterIP: $DNS_SERVICE_IP
-  ports:
-  - {name: dns, port: 53, protocol: UDP, targetPort: 53}
-  - {name: dns-tcp, port: 53, protocol: TCP, targetPort: 53}
----
-apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: kube-dns-host
-  namespace: kube-system
-  labels:
-    kubernetes.io/service-name: kube-dns
-    endpointslice.kubernetes.io/managed-by: local-cluster.paralleljob.dev
-addressType: IPv4
-endpoints:
-- addresses: ["$BRIDGE_IP"]
-  conditions: {ready: true}
-ports:
-- {name: dns, port: 53, protocol: UDP}
-- {name: dns-tcp, port: 53, protocol: TCP}
-EOF
-start coredns "$COREDNS_BIN" -conf "$CLUSTER_DIR/Corefile"
-
-cat >"$CLUSTER_DIR/kube-proxy.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection:
-  kubeconfig: $CLUSTER_DIR/kube-proxy.kubeconfig
-hostnameOverride: $REAL_NODE
-mode: iptables
-clusterCIDR: $CLUSTER_CIDR
-bindAddress: $BRIDGE_IP
-healthzBindAddress: 127.0.0.1:10256
-metricsBindAddress: 127.0.0.1:10249
-# NodePorts only on the bridge address, never on the external interface.
-nodePortAddresses: ["$BRIDGE_IP/32"]
-iptables:
-  localhostNodePorts: false
-# Leave the host's conntrack sysctls alone (0 = do not set).
-conntrack:
-  maxPerCore: 0
-  min: 0
-  tcpEstablishedTimeout: 0s
-  tcpCloseWaitTimeout: 0s
-EOF
-start kube-proxy "$KUBE_BIN/kube-proxy" --config="$CLUSTER_DIR/kube-proxy.yaml" --v=1
-
-cat >"$CLUSTER_DIR/kubelet.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: $BRIDGE_IP
-port: 10250
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: 10248
-tlsCertFile: $PKI_DIR/kubelet-serving.crt
-tlsPrivateKeyFile: $PKI_DIR/kubelet-serving.key
-authentication:
-  anonymous: {enabled: false}
-  webhook: {enabled: true}
-  x509: {clientCAFile: $PKI_DIR/ca.crt}
-authorization:
-  mode: Webhook
-containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
-# No systemd: cgroupfs, under a parent only this cluster uses.
-cgroupDriver: cgroupfs
-cgroupRoot: /$CGROUP_ROOT
-cgroupsPerQOS: true
-failSwapOn: false
-# A negative score (the default -999) needs CAP_SYS_RESOURCE.
-oomScoreAdj: 0
-# Preloaded images cannot be pulled again: never garbage-collect them.
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 1%
-  nodefs.inodesFree: 1%
-  imagefs.available: 1%
-clusterDNS: [$DNS_SERVICE_IP]
-clusterDomain: cluster.local
-resolvConf: /etc/resolv.conf
-podLogsDir: $CLUSTER_DIR/pod-logs
-serializeImagePulls: false
-maxPods: 110
-EOF
-start kubelet "$KUBE_BIN/kubelet" \
-  --config="$CLUSTER_DIR/kubelet.yaml" \
-  --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" \
-  --root-dir="$KUBELET_DIR" \
-  --hostname-override="$REAL_NODE" \
-  --node-ip="$BRIDGE_IP" \
-  --node-labels=paralleljob.dev/node-type=real \
-  --v=1
-
-# The kwok node: kwok only manages nodes carrying this annotation, so it
-# never touches the real node.
-kubectl apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Node
-metadata:
-  name: $KWOK_NODE
-  annotations:
-    kwok.x-k8s.io/node: fake
-    node.alpha.kubernetes.io/ttl: "0"
-  labels:
-    type: kwok
-    paralleljob.dev/node-type: kwok
-    kubernetes.io/hostname: $KWOK_NODE
-    kubernetes.io/os: linux
-    kubernetes.io/arch: amd64
-    node-role.kubernetes.io/agent: ""
-spec:
-  taints:
-  - {key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule}
-EOF
-start kwok "$KWOK_BIN" \
-  --kubeconfig="$CLUSTER_DIR/kwok.kubeconfig" \
-  --config="$HACK_DIR/cluster/kwok-stages.yaml" \
-  --manage-all-nodes=false \
-  --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-  --node-ip="$KWOK_NODE_IP" \
-  --cidr="${KWOK_CIDR%.0/*}.1/${KWOK_CIDR#*/}" \
-  --node-lease-duration-seconds=40
-
-wait_for coredns 30 curl -fsS http://127.0.0.1:10054/health
-wait_for kube-proxy 30 curl -fsS http://127.0.0.1:10256/healthz
-wait_for kubelet 60 curl -fsS http://127.0.0.1:10248/healthz
-
-step "waiting for every node to be Ready"
 node_ready() {
   [ "$(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
-wait_for kubelet 90 node_ready "$REAL_NODE"
-wait_for kwok 60 node_ready "$KWOK_NODE"
-# Pods need their namespace's default ServiceAccount before they can be created.
-wait_for kube-controller-manager 30 kubectl get serviceaccount default -n default
 
-step "ready"
-kubectl get nodes -o wide >&2
-log "cluster: stop it with 'make cluster-down'; logs in $LOG_DIR"
-log "cluster: export KUBECONFIG=$KUBECONFIG_ADMIN"
-echo "$KUBECONFIG_ADMIN"
+# ---------------------------------------------------------------- images
+
+# build_images: IMAGES (one "REF TARBALL" a line) and PAUSE_IMAGE, the
+# sandbox image containerd is configured with (containerd_config).
+# shellcheck disable=SC2034 # PAUSE_IMAGE is read by render
+build_images() {
+  mapfile -t IMAGES < <(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR")
+  PAUSE_IMAGE=$(printf '%s\n' "${IMAGES[@]}" | awk '$1 ~ /\/pause:/ {print $1}')
+}
+
+import_images() {
+  local line ref tarball
+  for line in "${IMAGES[@]}"; do
+    read -r ref tarball <<<"$line"
+    ctr_ images import "$tarball" >/dev/null
+    log "  $ref"
+  done
+}
+
+# ---------------------------------------------------------------- components
+
+start_etcd() {
+  start etcd "$ETCD_BIN" --name local --data-dir "$CLUSTER_DIR/etcd" \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster local=http://127.0.0.1:2380 \
+    --quota-backend-bytes 4294967296 --log-level warn
+}
+
+start_containerd() {
+  containerd_config >"$CONTAINERD_DIR/config.toml"
+  cni_config >"$CNI_CONF_DIR/10-paralleljob.conflist"
+  start containerd "$(command -v containerd)" --config "$CONTAINERD_DIR/config.toml" --log-level warn
+}
+
+start_apiserver() {
+  start kube-apiserver "$KUBE_BIN/kube-apiserver" \
+    --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address="$BRIDGE_IP" --secure-port="$APISERVER_PORT" --advertise-address="$BRIDGE_IP" \
+    --tls-cert-file="$PKI_DIR/apiserver.crt" --tls-private-key-file="$PKI_DIR/apiserver.key" \
+    --client-ca-file="$PKI_DIR/ca.crt" \
+    --kubelet-client-certificate="$PKI_DIR/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$PKI_DIR/apiserver-kubelet-client.key" \
+    --kubelet-certificate-authority="$PKI_DIR/ca.crt" \
+    --kubelet-preferred-address-types=InternalIP \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI_DIR/sa.pub" \
+    --service-account-signing-key-file="$PKI_DIR/sa.key" \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction \
+    --audit-policy-file="$HACK_DIR/cluster/audit-policy.yaml" \
+    --audit-log-path="$LOG_DIR/audit.log" --audit-log-maxsize=200 --audit-log-maxbackup=5 \
+    --allow-privileged=true \
+    --profiling=false \
+    --v=1
+}
+
+start_controller_manager() {
+  start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
+    --kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port=10257 \
+    --root-ca-file="$PKI_DIR/ca.crt" \
+    --service-account-private-key-file="$PKI_DIR/sa.key" \
+    --cluster-signing-cert-file="$PKI_DIR/ca.crt" --cluster-signing-key-file="$PKI_DIR/ca.key" \
+    --use-service-account-credentials=true \
+    --service-cluster-ip-range="$SERVICE_CIDR" \
+    --controllers='*' \
+    --leader-elect=false \
+    --profiling=false \
+    --v=1
+}
+
+start_scheduler() {
+  start kube-scheduler "$KUBE_BIN/kube-scheduler" \
+    --kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$CLUSTER_DIR/scheduler.kubeconfig" \
+    --bind-address=127.0.0.1 --secure-port=10259 \
+    --leader-elect=false \
+    --profiling=false \
+    --v=1
+}
+
+# CoreDNS on the host, published as kube-system/kube-dns (see
+# hack/cluster/coredns-objects.yaml).
+start_coredns() {
+  corefile >"$CLUSTER_DIR/Corefile"
+  coredns_objects | kubectl apply -f - >/dev/null
+  start coredns "$COREDNS_BIN" -conf "$CLUSTER_DIR/Corefile"
+}
+
+start_kube_proxy() {
+  kube_proxy_config >"$CLUSTER_DIR/kube-proxy.yaml"
+  start kube-proxy "$KUBE_BIN/kube-proxy" --config="$CLUSTER_DIR/kube-proxy.yaml" --v=1
+}
+
+start_kubelet() {
+  kubelet_config >"$CLUSTER_DIR/kubelet.yaml"
+  start kubelet "$KUBE_BIN/kubelet" \
+    --config="$CLUSTER_DIR/kubelet.yaml" \
+    --kubeconfig="$CLUSTER_DIR/kubelet.kubeconfig" \
+    --root-dir="$KUBELET_DIR" \
+    --hostname-override="$REAL_NODE" \
+    --node-ip="$BRIDGE_IP" \
+    --node-labels=paralleljob.dev/node-type=real \
+    --v=1
+}
+
+# The kwok node object, then kwok, which plays its kubelet.
+start_kwok() {
+  kwok_node | kubectl apply -f - >/dev/null
+  start kwok "$KWOK_BIN" \
+    --kubeconfig="$CLUSTER_DIR/kwok.kubeconfig" \
+    --config="$HACK_DIR/cluster/kwok-stages.yaml" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --node-ip="$KWOK_NODE_IP" \
+    --cidr="${KWOK_CIDR%.0/*}.1/${KWOK_CIDR#*/}" \
+    --node-lease-duration-seconds=40
+}
+
+# ---------------------------------------------------------------- main
+
+main() {
+  check_prereqs
+  # Running already? Then report it and touch nothing.
+  if cluster_running; then
+    report_running
+    exit 0
+  fi
+  clean_up_leftovers
+  check_ports
+
+  step "preparing host networking"
+  prepare_dirs
+  setup_host_network
+  setup_cgroups
+
+  step "issuing certificates"
+  issue_certificates
+  write_kubeconfigs
+
+  step "building the preloaded images (cached in $CACHE_DIR/images)"
+  build_images
+
+  step "starting etcd and containerd"
+  start_etcd
+  start_containerd
+  wait_for etcd 30 curl -fsS http://127.0.0.1:2379/health
+  wait_for containerd 30 ctr_ version
+
+  step "importing images into the node's containerd"
+  import_images
+
+  step "starting kube-apiserver"
+  start_apiserver
+  wait_for kube-apiserver 60 kubectl get --raw /readyz
+
+  step "starting controller-manager, scheduler, CoreDNS, kube-proxy, kubelet, kwok"
+  start_controller_manager
+  start_scheduler
+  start_coredns
+  start_kube_proxy
+  start_kubelet
+  start_kwok
+  wait_for coredns 30 curl -fsS http://127.0.0.1:10054/health
+  wait_for kube-proxy 30 curl -fsS http://127.0.0.1:10256/healthz
+  wait_for kubelet 60 curl -fsS http://127.0.0.1:10248/healthz
+
+  step "waiting for every node to be Ready"
+  wait_for kubelet 90 node_ready "$REAL_NODE"
+  wait_for kwok 60 node_ready "$KWOK_NODE"
+  # Pods need their namespace's default ServiceAccount before they can be created.
+  wait_for kube-controller-manager 30 kubectl get serviceaccount default -n default
+
+  step "ready"
+  kubectl get nodes -o wide >&2
+  log "cluster: stop it with 'make cluster-down'; logs in $LOG_DIR"
+  log "cluster: export KUBECONFIG=$KUBECONFIG_ADMIN"
+  echo "$KUBECONFIG_ADMIN"
+}
+
+main "$@"

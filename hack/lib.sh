@@ -70,3 +70,20 @@ apt_install_missing() {
   [ $status -eq 0 ] || die "$label: apt-get failed installing ${missing[*]}"
   log "$label: installed ${missing[*]}"
 }
+
+# render TEMPLATE VAR...: prints TEMPLATE with every ${VAR} of the listed
+# variables replaced by its value. Nothing else in the file is touched (no
+# other expansion, quoting or escaping); a ${NAME} left over that is not in
+# the list is an error, so a template and its caller cannot drift apart.
+render() {
+  local template=$1 text var leftover='\$\{[A-Za-z_][A-Za-z0-9_]*\}'
+  shift
+  [ -f "$template" ] || die "render: no template $template"
+  IFS= read -r -d '' text <"$template" || true
+  for var in "$@"; do
+    [ -n "${!var+set}" ] || die "render $template: \$$var is not set"
+    text=${text//"\${$var}"/"${!var}"}
+  done
+  [[ ! $text =~ $leftover ]] || die "render $template: ${BASH_REMATCH[0]} is not one of: $*"
+  printf '%s' "$text"
+}
