@@ -115,6 +115,11 @@ def test_cli_rejects_bad_tuning(
         ("PJ_LIVENESS_STALL_SECONDS", "0.5", "must be at least 1, got '0.5'"),
         ("PJ_API_CONCURRENCY", "0", "must be at least 1, got '0'"),
         ("PJ_API_CONCURRENCY", "1.5", "must be an integer, got '1.5'"),
+        ("PJ_API_QPS", "-1", "must be at least 0, got '-1'"),
+        ("PJ_API_BURST", "0", "must be at least 1, got '0'"),
+        ("PJ_API_BURST", "1.5", "must be an integer, got '1.5'"),
+        ("PJ_DURATION_REFRESH_QPS", "fast", "must be a number of seconds, got 'fast'"),
+        ("PJ_METRICS_PORT", "http", "must be an integer, got 'http'"),
     ],
 )
 def test_each_tuning_knob_is_checked_with_its_name(
@@ -158,30 +163,8 @@ def test_api_rate_limit_and_duration_budget_settings(monkeypatch: pytest.MonkeyP
     assert parse_args([]).api.burst == 30
 
 
-@pytest.mark.parametrize(
-    ("name", "value", "message"),
-    [
-        ("PJ_API_QPS", "-1", "must be at least 0"),
-        ("PJ_API_BURST", "0", "must be at least 1"),
-        ("PJ_API_BURST", "1.5", "must be an integer"),
-        ("PJ_DURATION_REFRESH_QPS", "fast", "must be a number of seconds"),
-    ],
-)
-def test_bad_rate_settings_are_refused_with_their_name(
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    name: str,
-    value: str,
-    message: str,
-) -> None:
-    monkeypatch.setenv(name, value)
-    with pytest.raises(SystemExit):
-        parse_args([])
-    assert f"{name} {message}" in capsys.readouterr().err
-
-
 def test_ports_come_from_the_flag_else_the_environment_else_the_default(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert (parse_args([]).liveness_port, parse_args([]).metrics_port) == (8080, 8081)
     monkeypatch.setenv("PJ_METRICS_PORT", "9100")
@@ -189,7 +172,3 @@ def test_ports_come_from_the_flag_else_the_environment_else_the_default(
     config = parse_args([])
     assert (config.liveness_port, config.metrics_port) == (0, 9100)
     assert parse_args(["--metrics-port", "9200"]).metrics_port == 9200
-    monkeypatch.setenv("PJ_METRICS_PORT", "http")
-    with pytest.raises(SystemExit):
-        parse_args([])
-    assert "PJ_METRICS_PORT must be an integer" in capsys.readouterr().err
