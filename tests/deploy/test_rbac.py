@@ -1,38 +1,18 @@
-"""The operator's ServiceAccount may do exactly what the README documents."""
+"""The operator's ServiceAccount may do exactly what docs/deploy.md documents."""
 
 from __future__ import annotations
 
-import re
-
 import pytest
 
+from tests.support.docs import Rule
+from tests.support.docs import documented_rbac as documented
 from tests.support.wait import wait_until
 
-from .conftest import REPO, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
+from .conftest import SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
 
 pytestmark = [pytest.mark.cluster]
 
 OPERATOR = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{SERVICE_ACCOUNT}"
-Rule = tuple[str, str]  # ("pods" | "paralleljobs.paralleljob.dev/status", verb)
-
-
-def documented() -> set[Rule]:
-    """The table between <!-- rbac --> markers in the README's kind section."""
-    text = (REPO / "README.md").read_text()
-    table = re.search(r"<!-- rbac -->(.*?)<!-- /rbac -->", text, re.S)
-    assert table, "README.md has no <!-- rbac --> table"
-    rules: set[Rule] = set()
-    for line in table.group(1).splitlines():
-        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
-        if len(cells) != 3 or cells[0] in ("API group", "---"):
-            continue
-        group, resource, verbs = cells
-        name, _, sub = resource.partition("/")
-        full = name if group == "core" else f"{name}.{group}"
-        if sub:
-            full += f"/{sub}"
-        rules |= {(full, v.strip()) for v in verbs.split(",")}
-    return rules
 
 
 def can_i_list(kubectl: Kubectl, user: str, namespace: str) -> set[Rule]:
