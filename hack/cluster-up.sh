@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Starts the single-host local cluster (see README, "Local cluster"):
+# Starts the single-host local cluster (see docs/local-cluster.md):
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, a real node
 # (private containerd + runc, CNI bridge, kubelet, kube-proxy, CoreDNS) and a
 # simulated kwok node. State lives in .cluster/; every process started gets a

@@ -61,7 +61,7 @@ class OperatorConfig:
 
 
 def controller_config_from_env() -> ControllerConfig:
-    """The tuning knobs, all optional (see the README's CLI section); each default is
+    """The tuning knobs, all optional (see docs/operations.md); each default is
     the dataclass field's."""
     core, loop = CoreConfig(), ControllerConfig()
     return ControllerConfig(
