@@ -64,13 +64,25 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--note", default="", help="a line for the results' header")
     parser.add_argument(
+        "--arms",
+        default=",".join(arm.value for arm in Arm),
+        help="comma list of the arms to run: Job, ParallelJob, ceiling (default all)",
+    )
+    parser.add_argument(
+        "--part",
+        default="",
+        help="a name for a partial run's files (<date>-<part>.md), so that it does not "
+        "replace the results of another run of the same day",
+    )
+    parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory"
     )
     args = parser.parse_args(argv)
     unknown = set(args.settings.split(",")) - set(SETTINGS)
     unknown |= set(args.scenarios.split(",")) - set(SCENARIOS)
+    unknown |= set(args.arms.split(",")) - {arm.value for arm in Arm}
     if unknown:
-        parser.error(f"unknown setting or scenario: {', '.join(sorted(unknown))}")
+        parser.error(f"unknown setting, scenario or arm: {', '.join(sorted(unknown))}")
     return args
 
 
@@ -115,10 +127,13 @@ class Operator:
 class Plan:
     """The rounds of one scenario in one setting, arms alternating."""
 
-    def __init__(self, bench: Bench, sizes: Sizes, operator: Operator) -> None:
+    def __init__(
+        self, bench: Bench, sizes: Sizes, operator: Operator, arms: frozenset[Arm]
+    ) -> None:
         self.bench = bench
         self.sizes = sizes
         self.operator = operator
+        self.arms = arms
         self.one_job = one_job(sizes.one_job_completions, sizes.one_job_parallelism)
         self.reaction = reaction(sizes.reaction_jobs, sizes.reaction_rate)
 
@@ -133,6 +148,7 @@ class Plan:
         self, setting: Setting, arms: Sequence[Arm], *steps: tuple[str, Body], rounds: int = 0
     ) -> list[Round]:
         out = []
+        arms = [arm for arm in arms if arm in self.arms]
         for index in range(1, (rounds or self.sizes.rounds) + 1):
             for key, body in steps:
                 for arm in arms:
@@ -193,6 +209,8 @@ class Run:
         self.quick: bool = args.quick
         self.out: Path = args.out
         self.note: str = args.note
+        self.arms = frozenset(Arm(name) for name in args.arms.split(","))
+        self.part: str = args.part
         sizes = QUICK if args.quick else FULL
         if args.rounds:
             sizes = replace(sizes, rounds=args.rounds, scale_rounds=args.rounds)
@@ -217,7 +235,7 @@ class Run:
     async def execute(self, bench: Bench) -> None:
         operator = Operator(bench)
         self.deployed = operator.deployed
-        plan = Plan(bench, self.sizes, operator)
+        plan = Plan(bench, self.sizes, operator, self.arms)
         await remove_leftovers(bench)
         for scenario, setting in self.order():
             self.rounds[setting.name] += await plan.run(scenario, setting)
@@ -245,7 +263,7 @@ class Run:
     def write(self, *, show: bool = True) -> None:
         """Writes the markdown, JSON and plots; ``show`` prints the table too."""
         self.out.mkdir(parents=True, exist_ok=True)
-        stem = f"{self.date}{'-quick' if self.quick else ''}"
+        stem = "-".join(x for x in (self.date, "quick" if self.quick else "", self.part) if x)
         meta = self.metadata()
         summaries = {setting: report.summarize(rs) for setting, rs in self.rounds.items()}
         pods_png, latency_png = f"{stem}-s1-pods.png", f"{stem}-s3-latency.png"
