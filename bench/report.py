@@ -396,10 +396,16 @@ def verdicts(
 
 
 def targets_table(found: Sequence[Verdict]) -> list[str]:
+    """The measured targets as a table; those a (partial) run did not measure, in one
+    line below it."""
     lines = ["| target (issue 7) | setting | observed | |", "| --- | --- | --- | --- |"]
     for v in found:
-        mark = {True: "met", False: "**missed**", None: "n/a"}[v.met]
-        lines.append(f"| {v.target} | {v.setting} | {v.observed} | {mark} |")
+        if v.met is not None:
+            mark = "met" if v.met else "**missed**"
+            lines.append(f"| {v.target} | {v.setting} | {v.observed} | {mark} |")
+    unmeasured = sorted({v.target for v in found if v.met is None})
+    if unmeasured:
+        lines += ["", "Not measured in this run: " + "; ".join(unmeasured) + "."]
     return lines
 
 
