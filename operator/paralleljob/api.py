@@ -81,6 +81,11 @@ class JobControl(Protocol):
 class ControllerApi(PodControl, JobControl, Protocol):
     """Every call :class:`~paralleljob.controller.Controller` makes."""
 
+    def has_spare_budget(self) -> bool:
+        """Whether a request sent now would not wait for the client-side rate limit
+        (always, without one): optional writes are only made then."""
+        ...
+
 
 class EventSink(Protocol):
     """client-go's record.EventSink: where the event recorder posts Events."""

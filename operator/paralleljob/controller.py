@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 #: MaxPodCreateDeletePerSync bounds a whole sync the same way).
 MAX_SLOW_START_BATCH = 500
 
+#: How soon a DURATION refresh put off by a busy API client is tried again.
+BUSY_REFRESH_RETRY_SECONDS = 1.0
+
 #: Default of PJ_DURATION_REFRESH_QPS: status writes per second, over all jobs, that
 #: only refresh the printed DURATION of running jobs.
 DEFAULT_DURATION_REFRESH_QPS = 5.0
@@ -477,13 +480,17 @@ class Controller:
         self, rt: JobRuntime, before: JobStatus, done: SyncResult
     ) -> float | None:
         """The sync's last status write; when DURATION is all it would change, only in
-        this job's slot of the DURATION refresh budget. Returns when to sync again for
-        DURATION: its slot, or when the text changes next (None: no refresh)."""
+        this job's slot of the DURATION refresh budget, and only while the API client's
+        rate limit (PJ_API_QPS) has room: a cosmetic write never delays real work.
+        Returns when to sync again for DURATION: its slot, a retry while the client is
+        busy, or when the text changes next (None: no refresh)."""
         slots = self.duration_slots
         status = done.status
         if _only_duration_differs(parse_status(rt.body.get("status") or {}), status):
             if slots is None:
                 return None
+            if not self.api.has_spare_budget():
+                return BUSY_REFRESH_RETRY_SECONDS
             wait = slots.slot(rt.uid, self.clock.monotonic())
             if wait > 0:
                 return wait

@@ -93,6 +93,12 @@ class Kube:
         self._slots = asyncio.Semaphore(max(concurrency, 1))
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
 
+    def has_spare_budget(self) -> bool:
+        """No rate limit, or at least half the burst unused: nothing is queueing."""
+        if self._bucket is None:
+            return True
+        return self._bucket.available(time.monotonic()) >= self._bucket.burst / 2
+
     async def _wait_for_token(self) -> None:
         """client-go's rate limiter: each request waits for its token, in order."""
         if self._bucket is None:

@@ -46,6 +46,11 @@ class TokenBucket:
         self.tokens -= 1.0
         return 0.0 if self.tokens >= 0 else -self.tokens / self.rate
 
+    def available(self, now: float) -> float:
+        """The tokens there now (negative: owed to waiting reservations)."""
+        self._refill(now)
+        return self.tokens
+
     def take(self, now: float) -> bool:
         """Takes a token if one is there now (client-go's ``TryAccept``)."""
         self._refill(now)

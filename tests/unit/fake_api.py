@@ -84,6 +84,8 @@ class FakeApi:
         self.calls: list[Call] = []
         self.events: list[JsonDict] = []
         self.crashed = False
+        #: The client-side rate limit is saturated (see Kube.has_spare_budget).
+        self.busy = False
         self._crash: _CrashRule | None = None
         self._errors: dict[tuple[str, str | None], ApiError] = {}
 
@@ -206,6 +208,9 @@ class FakeApi:
             if pod.name == name:
                 return pod
         raise ApiError(404, "NotFound", f'pods "{name}" not found')
+
+    def has_spare_budget(self) -> bool:
+        return not self.busy
 
     # -- EventSink ---------------------------------------------------------------------
     async def create_event(self, namespace: str, event: JsonDict) -> None:

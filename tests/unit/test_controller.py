@@ -454,3 +454,24 @@ def test_slow_start_resumes_where_a_fully_successful_one_ended_and_restarts_afte
         )
 
     asyncio.run(scenario())
+
+
+def test_duration_only_writes_wait_while_the_api_client_is_busy() -> None:
+    async def scenario() -> None:
+        api = FakeApi(_job("u-busy"))
+        controller = _controller(api)
+        rt = JobRuntime(api.job)
+        await controller.sync(rt, api.pods_of)
+        started = datetime.fromisoformat(api.job["status"]["startTime"])
+        api.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
+        rt.offer(copy.deepcopy(api.job))
+        api.busy = True
+        before = len(api.calls)
+        report = await controller.sync(rt, api.pods_of)
+        assert [c.method for c in api.calls[before:]] == [], "no cosmetic write while busy"
+        assert report.delay == pytest.approx(1.0)
+        api.busy = False
+        await controller.sync(rt, api.pods_of)
+        assert api.job["status"]["durationText"] == "60s"
+
+    asyncio.run(scenario())

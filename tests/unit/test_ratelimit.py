@@ -90,3 +90,12 @@ def test_many_jobs_each_get_a_turn_once_per_jobs_over_rate_seconds() -> None:
     assert total >= rate * 300 * 0.95, "and the budget is used"
     gaps = [b - a for w in writes.values() for a, b in itertools.pairwise(w)]
     assert max(gaps) <= jobs / rate + 1.0, "every job is refreshed in its turn"
+
+
+def test_available_tokens_refill_and_show_debt() -> None:
+    bucket = TokenBucket(rate=10, burst=4)
+    assert bucket.available(0.0) == 4
+    for _ in range(6):
+        bucket.reserve(0.0)
+    assert bucket.available(0.0) == pytest.approx(-2)
+    assert bucket.available(0.5) == pytest.approx(3)
