@@ -302,7 +302,7 @@ class Controller:
             if self.jobs.get(rt.uid) is rt:
                 del self.jobs[rt.uid]
             if self.duration_slots is not None:
-                self.duration_slots.release(rt.uid)
+                self.duration_slots.release(rt.uid, self.clock.monotonic())
 
     async def _batch_events(self, rt: JobRuntime) -> None:
         """At most one event-driven sync per ``sync_batch_seconds``: an event after a
@@ -495,7 +495,7 @@ class Controller:
             if wait > 0:
                 return wait
         if await self._write_status(rt, status) and slots is not None:
-            slots.release(rt.uid)
+            slots.release(rt.uid, self.clock.monotonic())
         _record_finished(before, status)
         return done.refresh_after if slots is not None else None
 

@@ -11,6 +11,7 @@ arithmetic is tested without a clock. Three users in the operator:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -63,27 +64,49 @@ class TokenBucket:
 class SlotScheduler:
     """Hands out write slots at most ``rate`` per second, first come first served.
 
-    A caller that needs a slot gets one at the earliest free time (``reserve``) and
-    keeps it until it is used or released; ``due`` says whether its time has come.
-    With more callers than slots, each waits its turn: with N callers each refreshing
-    as soon as it can, every caller is served once per N / ``rate`` seconds.
+    Time is cut into slots of 1 / ``rate`` seconds, each held by at most one caller. A
+    caller that needs one gets the earliest free slot (``slot``) and keeps it until it
+    writes or goes away (``release``), which frees the slot for others: the budget
+    never goes to jobs that no longer exist. With N callers each refreshing as soon as
+    it can, every caller is served once per N / ``rate`` seconds.
     """
 
     def __init__(self, rate: float) -> None:
-        self._bucket = TokenBucket(rate, 1)
-        self._slots: dict[str, float] = {}
+        if rate <= 0:
+            raise ValueError("a slot scheduler needs rate > 0")
+        self._interval = 1.0 / rate
+        self._held: dict[str, int] = {}
+        self._taken: set[int] = set()
+        #: No slot before this one is free (slots in the past never are).
+        self._first_free = 0
 
     def slot(self, key: str, now: float) -> float:
         """The seconds until ``key`` may write (0: now), reserving a slot if it has none."""
-        at = self._slots.get(key)
-        if at is None:
-            at = now + self._bucket.reserve(now)
-            self._slots[key] = at
-        return max(at - now, 0.0)
+        index = self._held.get(key)
+        if index is None:
+            index = self._reserve(math.floor(now / self._interval))
+            self._held[key] = index
+        return max(index * self._interval - now, 0.0)
 
-    def release(self, key: str) -> None:
-        """``key`` wrote (with its slot, or with a write it had to make anyway) or is gone."""
-        self._slots.pop(key, None)
+    def _reserve(self, current: int) -> int:
+        if len(self._taken) > 2 * len(self._held) + 64:
+            # Slots in the past are never handed out again: forget them.
+            self._taken = {i for i in self._taken if i >= current}
+        index = max(self._first_free, current)
+        while index in self._taken:
+            index += 1
+        self._taken.add(index)
+        if index >= self._first_free:
+            self._first_free = index + 1
+        return index
+
+    def release(self, key: str, now: float) -> None:
+        """``key`` wrote (with its slot, or with a write it had to make anyway) or is
+        gone. A slot still ahead is freed for others; one whose time has come was used."""
+        index = self._held.pop(key, None)
+        if index is not None and index * self._interval > now:
+            self._taken.discard(index)
+            self._first_free = min(self._first_free, index)
 
     def __len__(self) -> int:
-        return len(self._slots)
+        return len(self._held)

@@ -62,10 +62,21 @@ def test_a_slot_is_kept_until_used_and_its_wait_shrinks_with_time() -> None:
     assert slots.slot("b", 0.0) == pytest.approx(1.0)
     assert slots.slot("b", 0.4) == pytest.approx(0.6), "the same slot, not a new one"
     assert slots.slot("b", 1.2) == 0.0
-    slots.release("a")
-    slots.release("b")
-    slots.release("never-had-one")
+    slots.release("a", 1.2)
+    slots.release("b", 1.2)
+    slots.release("never-had-one", 1.2)
     assert len(slots) == 0
+    assert slots.slot("c", 1.2) == pytest.approx(0.8), "used slots are not handed out again"
+
+
+def test_the_slots_of_callers_that_went_away_go_to_the_next_ones() -> None:
+    slots = SlotScheduler(rate=5)
+    for i in range(500):  # 500 jobs: the last one's slot is 100 s away
+        slots.slot(f"job-{i}", 0.0)
+    for i in range(1, 500):
+        slots.release(f"job-{i}", 0.0)  # they finished: their slots are free again
+    assert slots.slot("new", 0.0) == pytest.approx(0.2), "not 100 s"
+    assert slots.slot("newer", 0.0) == pytest.approx(0.4)
 
 
 def test_many_jobs_each_get_a_turn_once_per_jobs_over_rate_seconds() -> None:
@@ -80,7 +91,7 @@ def test_many_jobs_each_get_a_turn_once_per_jobs_over_rate_seconds() -> None:
                 wait = slots.slot(key, now)
                 if wait == 0.0:
                     writes[key].append(now)
-                    slots.release(key)
+                    slots.release(key, now)
                     due[key] = now + 1.0  # its DURATION changes again in 1 s
                 else:
                     due[key] = now + wait
