@@ -81,7 +81,7 @@ demo: ## The four seed workloads, operator in-cluster (DEMO_CLUSTER=kind for kin
 docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)
 	@hack/dockerd.sh stop
 
-# --- Benchmark (bench/, README "Benchmark"): the local cluster only (audit log, /proc),
+# --- Benchmark (bench/, docs/benchmark.md): the local cluster only (audit log, /proc),
 # started first if it does not answer, as make demo does.
 .PHONY: bench bench-quick
 LOCAL_CLUSTER_UP = kubectl --kubeconfig .cluster/kubeconfig version >/dev/null 2>&1 || $(MAKE) --no-print-directory cluster

@@ -1,5 +1,5 @@
 """``python -m bench``: the ParallelJob operator against the built-in Job controller on
-the local cluster (issue 7). See README, "Benchmark"."""
+the local cluster (issue 7). See docs/benchmark.md."""
 
 from __future__ import annotations
 
