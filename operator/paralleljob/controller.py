@@ -273,9 +273,9 @@ class Controller:
         rt = self.jobs.get(uid)
         if rt is not None:
             rt.stop()
-        for pod in list(pods_of(uid)):
-            if pod.has_finalizer:
-                await self.release_orphan(namespace, pod.name)
+        held = [pod for pod in pods_of(uid) if pod.has_finalizer]
+        # Concurrently, as the pod deletions go (the client bounds what is in flight).
+        await asyncio.gather(*(self.release_orphan(namespace, pod.name) for pod in held))
 
     async def stop_all(self) -> None:
         """Operator shutdown: every loop stops after its current sync."""
