@@ -78,6 +78,9 @@ def controller_config_from_env() -> ControllerConfig:
         duration_refresh_qps=_env(
             "PJ_DURATION_REFRESH_QPS", loop.duration_refresh_qps, minimum=0.0
         ),
+        status_batch_seconds=_env(
+            "PJ_STATUS_BATCH_SECONDS", loop.status_batch_seconds, minimum=0.0
+        ),
         stall_seconds=_env("PJ_LIVENESS_STALL_SECONDS", loop.stall_seconds, minimum=1.0),
     )
 

@@ -55,6 +55,7 @@ from .model import (
 from .pods import build_pod
 from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
 from .ratelimit import SlotScheduler
+from .status_batch import DEFAULT_STATUS_BATCH_SECONDS, seconds_to_wait
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +86,9 @@ class ControllerConfig:
     #: Budget of status writes per second that only refresh DURATION (0: never refresh
     #: DURATION on its own; it is then written with the job's other changes only).
     duration_refresh_qps: float = DEFAULT_DURATION_REFRESH_QPS
+    #: A status write that only reports a running job's progress waits until this long
+    #: after the job's last status write (see status_batch.py; 0: never waits).
+    status_batch_seconds: float = DEFAULT_STATUS_BATCH_SECONDS
 
 
 def _utc_now() -> datetime:
@@ -140,6 +144,8 @@ class JobRuntime:
         self.create_retry_at = 0.0
         self.api_failures = 0
         self.last_written_rv = ""
+        #: When this loop last wrote the job's status (monotonic).
+        self.last_status_write = float("-inf")
         # Progress markers for the liveness probe (monotonic seconds, see progress.py).
         self.woken_at: float | None = None
         self.timer_due: float | None = None
@@ -441,7 +447,7 @@ class Controller:
         tracked = track(ctx, plan, outcome)
         self._emit(rt, tracked.events)
         removed: list[str] = []
-        if tracked.remove_finalizers:
+        if tracked.remove_finalizers and self._status_wait(rt, tracked.status) <= 0:
             await self._write_status(rt, tracked.status)
             removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
         return removed, count_and_enact(ctx, tracked, removed, plan)
@@ -481,9 +487,10 @@ class Controller:
     ) -> float | None:
         """The sync's last status write; when DURATION is all it would change, only in
         this job's slot of the DURATION refresh budget, and only while the API client's
-        rate limit (PJ_API_QPS) has room: a cosmetic write never delays real work.
-        Returns when to sync again for DURATION: its slot, a retry while the client is
-        busy, or when the text changes next (None: no refresh)."""
+        rate limit (PJ_API_QPS) has room: a cosmetic write never delays real work; when
+        it only reports progress, once the job's batch period is over. Returns when to
+        sync again for the write: its DURATION slot, a retry while the client is busy,
+        the end of the batch period, or when the text changes next (None: no refresh)."""
         slots = self.duration_slots
         status = done.status
         if _only_duration_differs(parse_status(rt.body.get("status") or {}), status):
@@ -494,10 +501,21 @@ class Controller:
             wait = slots.slot(rt.uid, self.clock.monotonic())
             if wait > 0:
                 return wait
+        elif (wait := self._status_wait(rt, status)) > 0:
+            return wait
         if await self._write_status(rt, status) and slots is not None:
             slots.release(rt.uid, self.clock.monotonic())
         _record_finished(before, status)
         return done.refresh_after if slots is not None else None
+
+    def _status_wait(self, rt: JobRuntime, wanted: JobStatus) -> float:
+        """How long a status write waits for the job's batch period (see status_batch.py);
+        the finalizers of pods it records wait with it."""
+        current = parse_status(rt.body.get("status") or {})
+        now = self.clock.monotonic()
+        return seconds_to_wait(
+            current, wanted, rt.last_status_write, now, self.config.status_batch_seconds
+        )
 
     async def _write_status(self, rt: JobRuntime, status: JobStatus) -> bool:
         """Writes ``status`` unless the job has it already; says whether it wrote."""
@@ -508,7 +526,8 @@ class Controller:
         before = rt.body["metadata"].get("resourceVersion")
         written = await self._patch(rt, self.api.patch_job_status, {"status": wanted}, before)
         rt.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
-        rt.wrote(before, rt.last_written_rv, self.clock.monotonic())
+        rt.last_status_write = self.clock.monotonic()
+        rt.wrote(before, rt.last_written_rv, rt.last_status_write)
         rt.offer(written)
         return True
 

@@ -36,10 +36,18 @@ CRASH_POINTS = {
 
 
 class Sim:
-    def __init__(self, spec: JobSpec, now: datetime = T0, config: CoreConfig | None = None):
+    def __init__(
+        self,
+        spec: JobSpec,
+        now: datetime = T0,
+        config: CoreConfig | None = None,
+        status_batch_seconds: float = 0.0,
+    ):
         self.spec = spec
         self.now = now
         self.config = config or CoreConfig()
+        # Scenarios check each sync's writes by default; status batching has its own tests.
+        self.status_batch_seconds = status_batch_seconds
         self.api = FakeApi(self._body(Job("ns", "job", "job-uid", spec)), now=lambda: self.now)
         self.recorder = FakeRecorder()
         self.max_active = 0
@@ -54,7 +62,10 @@ class Sim:
         clock = Clock(now=lambda: self.now, monotonic=lambda: self.now.timestamp())
         self.api.recover()
         self.controller = Controller(
-            self.api, self.recorder, ControllerConfig(core=self.config), clock
+            self.api,
+            self.recorder,
+            ControllerConfig(core=self.config, status_batch_seconds=self.status_batch_seconds),
+            clock,
         )
         self.runtime = JobRuntime(copy.deepcopy(self.api.job), clock.monotonic)
 

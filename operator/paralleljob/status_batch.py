@@ -1,0 +1,48 @@
+"""Which status writes may wait: a running job's progress is written at most once per
+batch period.
+
+Upstream's job controller gathers a job's pod events for 1 s (podUpdateBatchPeriod)
+before it syncs, so it writes a busy job's status about once a second. This operator
+syncs sooner, to create replacement pods at once, and would otherwise write status at
+every sync. A write that only reports progress -- pods started, became ready, or
+succeeded and were counted -- waits until the batch period since the job's last write
+has passed; pod creation does not wait for it. Anything else is written at once:
+conditions (so ``Complete`` is never delayed), failures (they drive the back-off),
+the start time, the observed generation, the printed status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .model import JobStatus
+
+#: Default of PJ_STATUS_BATCH_SECONDS (upstream's podUpdateBatchPeriod).
+DEFAULT_STATUS_BATCH_SECONDS = 1.0
+
+
+def progress_only(current: JobStatus, wanted: JobStatus) -> bool:
+    """Whether writing ``wanted`` over ``current`` changes only the progress counters
+    of successful and running pods (and the printed text that follows them)."""
+    if wanted == current:
+        return False
+    progress = replace(
+        wanted,
+        active=current.active,
+        ready=current.ready,
+        terminating=current.terminating,
+        succeeded=current.succeeded,
+        uncounted_succeeded=current.uncounted_succeeded,
+        completions_text=current.completions_text,
+        duration_text=current.duration_text,
+    )
+    return progress == current
+
+
+def seconds_to_wait(
+    current: JobStatus, wanted: JobStatus, last_write: float, now: float, batch_seconds: float
+) -> float:
+    """How long writing ``wanted`` waits (0 or less: write now)."""
+    if not progress_only(current, wanted):
+        return 0.0
+    return last_write + batch_seconds - now
