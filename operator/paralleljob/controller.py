@@ -380,7 +380,7 @@ class Controller:
         try:
             outcome, retry_in = await self._apply(rt, rt.body, plan)
             removed, done = await self._track_and_count(rt, ctx, plan, outcome)
-            refresh_in = await self._write_final_status(rt, ctx.job.status, done)
+            refresh_in = await self._write_final_status(rt, done)
             result = "success"
         finally:
             self._observe_sync(ctx, started, result, outcome)
@@ -482,9 +482,7 @@ class Controller:
             raise
         return result
 
-    async def _write_final_status(
-        self, rt: JobRuntime, before: JobStatus, done: SyncResult
-    ) -> float | None:
+    async def _write_final_status(self, rt: JobRuntime, done: SyncResult) -> float | None:
         """The sync's last status write; when DURATION is all it would change, only in
         this job's slot of the DURATION refresh budget, and only while the API client's
         rate limit (PJ_API_QPS) has room: a cosmetic write never delays real work; when
@@ -505,7 +503,6 @@ class Controller:
             return wait
         if await self._write_status(rt, status) and slots is not None:
             slots.release(rt.uid, self.clock.monotonic())
-        _record_finished(before, status)
         return done.refresh_after if slots is not None else None
 
     def _status_wait(self, rt: JobRuntime, wanted: JobStatus) -> float:
@@ -518,10 +515,11 @@ class Controller:
         )
 
     async def _write_status(self, rt: JobRuntime, status: JobStatus) -> bool:
-        """Writes ``status`` unless the job has it already; says whether it wrote."""
-        current = rt.body.get("status") or {}
+        """Writes ``status`` unless the job has it already; says whether it wrote.
+        The finished pods and jobs it adds are counted in the metrics once written."""
+        current = parse_status(rt.body.get("status") or {})
         wanted = status_to_dict(status)
-        if wanted == status_to_dict(parse_status(current)):
+        if wanted == status_to_dict(current):
             return False
         before = rt.body["metadata"].get("resourceVersion")
         written = await self._patch(rt, self.api.patch_job_status, {"status": wanted}, before)
@@ -529,6 +527,7 @@ class Controller:
         rt.last_status_write = self.clock.monotonic()
         rt.wrote(before, rt.last_written_rv, rt.last_status_write)
         rt.offer(written)
+        _record_finished(current, status)
         return True
 
     # -- pods ------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
+from prometheus_client import REGISTRY
 
 from paralleljob import constants as c
 from paralleljob.model import Condition, JobSpec, JobStatus
@@ -116,3 +117,20 @@ def test_a_failure_is_recorded_at_once() -> None:
     sim.advance(0.1)
     assert _calls(sim) == [WRITE, RELEASE, WRITE], "recorded, released and counted"
     assert (sim.status.failed, sim.status.failures_since_success) == (1, 1)
+
+
+def _pods_finished() -> float:
+    labels = {"completion_mode": "NonIndexed", "result": "succeeded"}
+    return REGISTRY.get_sample_value("paralleljob_controller_job_pods_finished_total", labels) or 0
+
+
+def test_the_metrics_count_each_pod_when_the_write_counting_it_lands() -> None:
+    sim = _running(JobSpec(parallelism=2, completions=4))
+    before = _pods_finished()
+    sim.succeed(1)
+    sim.advance(1)
+    sim.sync()  # recorded and released; the counting write waits
+    sim.advance(1)
+    sim.succeed(1)
+    sim.sync()  # status write 1 counts the first pod and records the second
+    assert _pods_finished() - before == sim.status.succeeded == 1
