@@ -59,6 +59,16 @@ class PodControl(Protocol):
         """Removes the job tracking finalizer (upstream's removeTrackingFinalizerPatch)."""
         ...
 
+    async def adopt_pod(self, namespace: str, name: str, uid: str, owner: JsonDict) -> None:
+        """AdoptPod: adds the controller reference ``owner`` and the tracking finalizer to
+        the pod with this ``uid``."""
+        ...
+
+    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
+        """ReleasePod: removes the owner reference to ``owner_uid`` and the tracking
+        finalizer from the pod with this ``uid``."""
+        ...
+
 
 class JobControl(Protocol):
     """updateStatusHandler, patchJobHandler and the job client's Get and Delete."""

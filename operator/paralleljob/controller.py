@@ -52,9 +52,10 @@ from .model import (
     spec_defaults_patch,
     status_to_dict,
 )
-from .pods import build_pod
+from .pods import build_pod, owner_reference
 from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
 from .ratelimit import SlotScheduler
+from .ref_manager import claim_pods
 from .status_batch import DEFAULT_STATUS_BATCH_SECONDS, seconds_to_wait
 
 log = logging.getLogger(__name__)
@@ -238,6 +239,8 @@ class Controller:
         rate = config.duration_refresh_qps
         self.duration_slots = SlotScheduler(rate) if rate > 0 else None
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
+        #: Pods (namespace, name) whose orphan release is in flight.
+        self.releasing_orphans: set[tuple[str, str]] = set()
 
     def duration_refresh_waiting(self) -> int:
         """Jobs holding a slot of the DURATION refresh budget, waiting for its time."""
@@ -372,7 +375,8 @@ class Controller:
         twice and loses none: the next sync resumes from what the API server holds."""
         if await self._prepare(rt):
             return SyncReport(delay=0.0)
-        ctx = self._sync_context(rt, pods_of)
+        pods = await self._claim_pods(rt, pods_of(rt.uid))
+        ctx = self._sync_context(rt, pods)
         plan = plan_pods(ctx)
         started = self.clock.monotonic()
         outcome = PodOutcome()
@@ -422,11 +426,46 @@ class Controller:
         rt.offer(await self._patch(rt, self.api.patch_job, patch, meta.get("resourceVersion")))
         return True
 
-    def _sync_context(self, rt: JobRuntime, pods_of: PodsOf) -> SyncContext:
+    async def _claim_pods(self, rt: JobRuntime, candidates: Iterable[PodInfo]) -> list[PodInfo]:
+        """getPodsForJob: the pods the job owns, after adopting the orphans that match
+        it and releasing its pods that no longer do (ref_manager.py). A refused adoption
+        or release fails the sync (retried), as upstream's does."""
+        deleting = rt.body["metadata"].get("deletionTimestamp") is not None
+        claims = claim_pods(rt.uid, rt.namespace, deleting, candidates)
+        owner = owner_reference(rt.body)
+        adopted, released = await asyncio.gather(
+            asyncio.gather(*(self._adopt(rt, p, owner) for p in claims.adopt)),
+            asyncio.gather(*(self._release(rt, p) for p in claims.release)),
+        )
+        errors = [e for e in (*adopted, *released) if isinstance(e, ApiError)]
+        if errors:
+            raise errors[0]
+        return [*claims.owned, *(p for p in adopted if isinstance(p, PodInfo))]
+
+    async def _adopt(
+        self, rt: JobRuntime, pod: PodInfo, owner: JsonDict
+    ) -> PodInfo | ApiError | None:
+        try:
+            await self.api.adopt_pod(rt.namespace, pod.name, pod.uid, owner)
+        except ApiError as exc:
+            return None if exc.not_found else exc
+        log.info("%s/%s: adopted pod %s", rt.namespace, rt.name, pod.name)
+        return replace(pod, controller_uid=rt.uid, has_finalizer=True)
+
+    async def _release(self, rt: JobRuntime, pod: PodInfo) -> ApiError | None:
+        try:
+            await self.api.release_pod(rt.namespace, pod.name, pod.uid, rt.uid)
+        except ApiError as exc:
+            # Gone, or no longer the pod of that uid (422/409): nothing left to release.
+            return None if exc.status in (404, 409, 422) else exc
+        log.info("%s/%s: released pod %s (it no longer matches)", rt.namespace, rt.name, pod.name)
+        return None
+
+    def _sync_context(self, rt: JobRuntime, claimed: Iterable[PodInfo]) -> SyncContext:
         """The core's view of the job: its pods from the cache, the expectations the
         cache does not settle yet, and the time."""
         job = parse_job(rt.body)
-        pods = {p.uid: p for p in pods_of(job.uid)}
+        pods = {p.uid: p for p in claimed}
         now = self.clock.monotonic()
         return sync_context(
             SyncInput(
@@ -644,13 +683,35 @@ class Controller:
 
     # -- pods without a job ------------------------------------------------------------
     async def release_orphan(self, namespace: str, name: str) -> None:
-        """A pod whose job is gone keeps no finalizer (upstream's orphan queue)."""
+        """A pod whose job is gone keeps no finalizer (upstream's orphan queue); a pod
+        already being released (its job's deletion, then its own events) is released once."""
+        key = (namespace, name)
+        if key in self.releasing_orphans:
+            return
+        self.releasing_orphans.add(key)
         try:
             await self.api.remove_pod_finalizer(namespace, name)
             log.info("released orphan pod %s/%s", namespace, name)
         except ApiError as exc:
             if not exc.not_found:
                 log.warning("releasing orphan pod %s/%s failed: %s", namespace, name, exc)
+        finally:
+            self.releasing_orphans.discard(key)
+
+    async def release_unwatched(self, pod: PodInfo) -> None:
+        """A pod that left the operator's pod watch (its job label removed) with the
+        tracking finalizer on: ReleasePod, whatever its job is doing."""
+        try:
+            if pod.controller_uid:
+                await self.api.release_pod(pod.namespace, pod.name, pod.uid, pod.controller_uid)
+            else:
+                await self.api.remove_pod_finalizer(pod.namespace, pod.name)
+            log.info(
+                "released pod %s/%s: it no longer has its job's label", pod.namespace, pod.name
+            )
+        except ApiError as exc:
+            if exc.status not in (404, 409, 422):
+                log.warning("releasing pod %s/%s failed: %s", pod.namespace, pod.name, exc)
 
 
 def _record_creations(succeeded: int, failed: int) -> None:

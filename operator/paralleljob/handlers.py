@@ -37,6 +37,7 @@ from .events import EventRecorder
 from .kube import Kube, load_configuration
 from .model import PodInfo, parse_pod
 from .progress import describe
+from .ref_manager import candidate_jobs
 
 log = logging.getLogger(__name__)
 
@@ -120,8 +121,9 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 
 @kopf.index("", "v1", "pods", labels=POD_SELECTOR)
-async def pods_by_job(body: kopf.Body, labels: kopf.Labels, **_: Any) -> dict[str, PodInfo]:
-    return {labels[c.LABEL_CONTROLLER_UID]: parse_pod(body)}
+async def pods_by_job(body: kopf.Body, **_: Any) -> dict[str, PodInfo]:
+    pod = parse_pod(body)
+    return {uid: pod for uid in candidate_jobs(pod)}
 
 
 @kopf.index(c.GROUP, c.VERSION, c.PLURAL)
@@ -130,35 +132,31 @@ async def paralleljobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
 
 
 @kopf.on.event("", "v1", "pods", labels=POD_SELECTOR)
-async def pod_event(
-    event: kopf.RawEvent,
-    body: kopf.Body,
-    labels: kopf.Labels,
-    memo: Any,
-    **kwargs: Any,
-) -> None:
+async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
     jobs: kopf.Index[str, bool] = kwargs["paralleljobs_by_uid"]
     controller = _app(memo).controller
-    job_uid = labels[c.LABEL_CONTROLLER_UID]
-    meta = body.get("metadata", {})
-    has_finalizer = c.TRACKING_FINALIZER in (meta.get("finalizers") or [])
+    pod = parse_pod(body)
     gone = event.get("type") == "DELETED"
-    terminated = body.get("status", {}).get("phase") in (c.SUCCEEDED, c.FAILED)
     controller.finished_with_finalizer.observe(
-        str(meta.get("uid", "")), terminated and has_finalizer and not gone
+        pod.uid, pod.phase in (c.SUCCEEDED, c.FAILED) and pod.has_finalizer and not gone
     )
-    rt = controller.jobs.get(job_uid)
-    if rt is not None:
-        rt.expectations.observe_pod(
-            str(meta.get("uid", "")),
-            gone=gone,
-            deleting=meta.get("deletionTimestamp") is not None,
-            has_finalizer=has_finalizer,
-        )
-        rt.poke()
-        return
-    if has_finalizer and not gone and job_uid not in jobs:
-        await controller.release_orphan(str(meta.get("namespace")), str(meta.get("name")))
+    if gone and pod.has_finalizer:
+        # A pod holding a finalizer cannot be gone: its label was removed, so the
+        # filtered watch let it go (and shows its last matching state). No job sees
+        # it again: release it now, or deleting it would hang on the finalizer.
+        await controller.release_unwatched(pod)
+    looked_at = False
+    for uid in candidate_jobs(pod):
+        rt = controller.jobs.get(uid)
+        if rt is not None:
+            rt.expectations.observe_pod(
+                pod.uid, gone=gone, deleting=pod.deleting, has_finalizer=pod.has_finalizer
+            )
+            rt.poke()
+            looked_at = True
+    orphan = not any(uid in jobs for uid in candidate_jobs(pod))
+    if pod.has_finalizer and not gone and not looked_at and orphan:
+        await controller.release_orphan(pod.namespace, pod.name)
 
 
 @kopf.on.event(c.GROUP, c.VERSION, c.PLURAL)

@@ -199,7 +199,24 @@ class Kube:
     async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
         """Upstream's removeTrackingFinalizerPatch (a strategic merge patch)."""
         patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [c.TRACKING_FINALIZER]}}
-        await self.request(
+        await self._patch_pod(namespace, name, patch)
+
+    async def adopt_pod(self, namespace: str, name: str, uid: str, owner: JsonDict) -> None:
+        """Upstream's ownerRefControllerPatch; the API server refuses a second controller."""
+        meta = {"uid": uid, "ownerReferences": [owner], "finalizers": [c.TRACKING_FINALIZER]}
+        await self._patch_pod(namespace, name, {"metadata": meta})
+
+    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
+        """Upstream's GenerateDeleteOwnerRefStrategicMergeBytes with the finalizer."""
+        meta = {
+            "uid": uid,
+            "ownerReferences": [{"$patch": "delete", "uid": owner_uid}],
+            "$deleteFromPrimitiveList/finalizers": [c.TRACKING_FINALIZER],
+        }
+        await self._patch_pod(namespace, name, {"metadata": meta})
+
+    async def _patch_pod(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        return await self.request(
             "PATCH", self.pods_path(namespace, name), body=patch, content_type=STRATEGIC_MERGE_PATCH
         )
 

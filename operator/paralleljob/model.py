@@ -95,6 +95,11 @@ class PodInfo:
     created: datetime | None = None
     #: When the pod finished, as upstream's getFinishedTime estimates it.
     finished_at: datetime | None = None
+    namespace: str = ""
+    #: The job uid in the pod's paralleljob.dev/controller-uid label ("": no label).
+    label_uid: str = ""
+    #: The uid of the pod's controller (its ownerReference with controller: true).
+    controller_uid: str | None = None
 
     @property
     def active(self) -> bool:
@@ -274,7 +279,19 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         max_restarts=max(restarts, default=0),
         created=parse_time(meta.get("creationTimestamp")),
         finished_at=_finished_at(meta, status) if finished else None,
+        namespace=str(meta.get("namespace", "")),
+        label_uid=str(_as_dict(meta.get("labels")).get(c.LABEL_CONTROLLER_UID, "")),
+        controller_uid=controller_uid(meta),
     )
+
+
+def controller_uid(meta: Mapping[str, Any]) -> str | None:
+    """metav1.GetControllerOf: the uid of the ownerReference marked controller."""
+    for ref in _as_list(meta.get("ownerReferences")):
+        ref = _as_dict(ref)
+        if ref.get("controller") is True:
+            return str(ref.get("uid", ""))
+    return None
 
 
 def condition_to_dict(cond: Condition) -> JsonDict:

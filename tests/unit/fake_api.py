@@ -95,7 +95,8 @@ class FakeApi:
         return str(self.job["metadata"]["uid"])
 
     def pods_of(self, uid: str) -> list[PodInfo]:
-        return list(self.pods.values()) if uid == self.uid else []
+        """The pod index: pods labelled with the job's uid or controlled by it."""
+        return [p for p in self.pods.values() if uid in (p.label_uid, p.controller_uid)]
 
     # -- faults ------------------------------------------------------------------------
     def fail(self, method: str, error: ApiError, *, name: str | None = None) -> None:
@@ -203,7 +204,31 @@ class FakeApi:
 
         self._call(Call("remove_pod_finalizer", name), remove)
 
-    def _pod(self, name: str) -> PodInfo:
+    async def adopt_pod(self, namespace: str, name: str, uid: str, owner: JsonDict) -> None:
+        def adopt() -> None:
+            pod = self._pod(name, uid)
+            if pod.controller_uid is not None:
+                raise ApiError(422, "Invalid", "Only one reference can have Controller set to true")
+            self.pods[uid] = replace(pod, controller_uid=owner["uid"], has_finalizer=True)
+
+        self._call(Call("adopt_pod", name), adopt)
+
+    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
+        def release() -> None:
+            pod = self._pod(name, uid)
+            owner = None if pod.controller_uid == owner_uid else pod.controller_uid
+            self.pods[uid] = replace(pod, controller_uid=owner, has_finalizer=False)
+
+        self._call(Call("release_pod", name), release)
+
+    def _pod(self, name: str, uid: str | None = None) -> PodInfo:
+        """The pod ``name`` (with the precondition ``uid`` when given)."""
+        pod = self._named(name)
+        if uid is not None and pod.uid != uid:
+            raise ApiError(409, "Conflict", "Precondition failed: UID in precondition")
+        return pod
+
+    def _named(self, name: str) -> PodInfo:
         for pod in self.pods.values():
             if pod.name == name:
                 return pod

@@ -558,7 +558,9 @@ def test_leftover_finalizers_of_a_finished_job_are_removed_without_counting() ->
     sim.succeed(1)
     sim.settle()
     assert sim.status.succeeded == 1
-    sim.pods["stray"] = PodInfo("job-stray", "stray", c.SUCCEEDED)
+    owner = "job-uid"
+    stray = PodInfo("job-stray", "stray", c.SUCCEEDED, namespace="ns", label_uid=owner)
+    sim.pods["stray"] = replace(stray, controller_uid=owner)
     sim.sync()
     assert sim.with_finalizer() == []
     assert sim.status.succeeded == 1
