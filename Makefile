@@ -12,7 +12,7 @@ PYTHON := $(VENV)/bin/python
 KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 export KUBECONFIG
 
-.PHONY: help prereqs venv build cluster cluster-down run lint unit test
+.PHONY: help prereqs venv build cluster cluster-down cluster-restart run lint unit test
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -36,6 +36,9 @@ cluster: prereqs build ## Start the local cluster; prints its kubeconfig path
 
 cluster-down: ## Stop everything the local cluster started
 	@hack/cluster-down.sh
+
+cluster-restart: ## Restart one component by its pid file: C=kube-apiserver [DOWN=20] [KILL=1]
+	@hack/cluster-restart.sh $(C) --down $(or $(DOWN),0) $(if $(KILL),--kill)
 
 run: venv ## Run the operator locally against $KUBECONFIG
 	$(VENV)/bin/paralleljob-operator

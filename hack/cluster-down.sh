@@ -15,32 +15,6 @@ if [ ! -d "$CLUSTER_DIR" ] && ! ip link show "$BRIDGE" >/dev/null 2>&1; then
   exit 0
 fi
 
-# stop NAME...: SIGTERM to each pid on file, then SIGKILL to whatever is
-# still alive after a grace period. Given together, they stop in parallel.
-# running PID: exists and is not a zombie (whose reaping is not ours to wait for).
-running() { [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
-
-stop() {
-  local name pid deadline pids=() names=()
-  for name in "$@"; do
-    if pid=$(pid_of "$name"); then
-      log "cluster: stopping $name (pid $pid)"
-      kill -TERM "$pid" 2>/dev/null || true
-      pids+=("$pid") names+=("$name")
-    fi
-    rm -f "$PID_DIR/$name.pid"
-  done
-  deadline=$((SECONDS + 15))
-  for i in "${!pids[@]}"; do
-    while running "${pids[$i]}" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
-    if running "${pids[$i]}"; then
-      log "cluster: ${names[$i]} did not stop in 15s, killing it"
-      kill -KILL "${pids[$i]}" 2>/dev/null || true
-      while running "${pids[$i]}"; do sleep 0.1; done
-    fi
-  done
-}
-
 # Node agents and controllers first, so nothing restarts a container or
 # recreates a pod while the node is taken apart; then the apiserver.
 stop kwok kubelet kube-proxy coredns kube-scheduler kube-controller-manager

@@ -81,3 +81,30 @@ pid_of() {
   local pid exe
   pid_alive "$1" && read -r pid exe <"$PID_DIR/$1.pid" && echo "$pid"
 }
+
+# stop NAME...: SIGTERM (or $STOP_SIGNAL) to each pid on file, then SIGKILL to
+# whatever is still alive after a grace period. Given together, they stop in
+# parallel.
+# running PID: exists and is not a zombie (whose reaping is not ours to wait for).
+running() { [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+
+stop() {
+  local name pid deadline pids=() names=()
+  for name in "$@"; do
+    if pid=$(pid_of "$name"); then
+      log "cluster: stopping $name (pid $pid, SIG${STOP_SIGNAL:-TERM})"
+      kill -"${STOP_SIGNAL:-TERM}" "$pid" 2>/dev/null || true
+      pids+=("$pid") names+=("$name")
+    fi
+    rm -f "$PID_DIR/$name.pid"
+  done
+  deadline=$((SECONDS + 15))
+  for i in "${!pids[@]}"; do
+    while running "${pids[$i]}" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
+    if running "${pids[$i]}"; then
+      log "cluster: ${names[$i]} did not stop in 15s, killing it"
+      kill -KILL "${pids[$i]}" 2>/dev/null || true
+      while running "${pids[$i]}"; do sleep 0.1; done
+    fi
+  done
+}

@@ -8,6 +8,7 @@
 # main at the bottom. Their configs are templates in hack/cluster/, rendered
 # into .cluster/ with the values of hack/cluster-env.sh (render, hack/lib.sh).
 # Usage: hack/cluster-up.sh     (idempotent: a running cluster is left alone)
+# Sourced (hack/cluster-restart.sh), it only defines its functions.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/cluster-env.sh"
 
@@ -432,4 +433,6 @@ main() {
   echo "$KUBECONFIG_ADMIN"
 }
 
-main "$@"
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  main "$@"
+fi

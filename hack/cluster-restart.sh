@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Restarts one component of the running local cluster, by its pid file, for the
+# chaos tests (tests/chaos): stops it (SIGTERM, or SIGKILL with --kill), keeps it
+# down for --down SECONDS (an outage of that length), starts it again with the same
+# function cluster-up.sh uses, and waits until it answers again.
+# Usage: hack/cluster-restart.sh NAME [--down SECONDS] [--kill]
+#   NAME: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
+#         kube-proxy, coredns or kwok
+source "$(dirname "${BASH_SOURCE[0]}")/cluster-up.sh"
+
+usage() { die "usage: hack/cluster-restart.sh NAME [--down SECONDS] [--kill]"; }
+
+# start_component NAME: cluster-up.sh's start function of NAME.
+start_component() {
+  case $1 in
+    etcd) start_etcd ;;
+    kube-apiserver) start_apiserver ;;
+    kube-controller-manager) start_controller_manager ;;
+    kube-scheduler) start_scheduler ;;
+    kubelet) start_kubelet ;;
+    kube-proxy) start_kube_proxy ;;
+    coredns) start "coredns" "$COREDNS_BIN" -conf "$CLUSTER_DIR/Corefile" ;;
+    kwok) start_kwok ;;
+    *) usage ;;
+  esac
+}
+
+# answers NAME: the component's own health check passes.
+answers() {
+  case $1 in
+    etcd) curl -fsS http://127.0.0.1:2379/health ;;
+    kube-apiserver) kubectl get --raw /readyz ;;
+    kube-controller-manager) curl -kfsS https://127.0.0.1:10257/healthz ;;
+    kube-scheduler) curl -kfsS https://127.0.0.1:10259/healthz ;;
+    kubelet) curl -fsS http://127.0.0.1:10248/healthz ;;
+    kube-proxy) curl -fsS http://127.0.0.1:10256/healthz ;;
+    coredns) curl -fsS http://127.0.0.1:10054/health ;;
+    kwok) node_ready "$KWOK_NODE" ;;
+  esac
+}
+
+restart_main() {
+  local name=${1:-} down=0
+  [ -n "$name" ] || usage
+  shift
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --down) down=${2:-}; shift 2 ;;
+      --kill) export STOP_SIGNAL=KILL; shift ;;  # read by stop (cluster-env.sh)
+      *) usage ;;
+    esac
+  done
+  [[ $down =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage
+  pid_alive "$name" || die "$name is not running (no live pid in $PID_DIR/$name.pid)"
+  stop "$name"
+  # The outage itself: the component stays down this long on purpose.
+  sleep "$down"
+  start_component "$name"
+  wait_for "$name" 120 answers "$name"
+  log "cluster: $name restarted (pid $(pid_of "$name"))"
+}
+
+restart_main "$@"
