@@ -68,6 +68,9 @@ MAX_SLOW_START_BATCH = 500
 #: How soon a DURATION refresh put off by a busy API client is tried again.
 BUSY_REFRESH_RETRY_SECONDS = 1.0
 
+#: The status cause of a creation refused because the namespace is being deleted.
+NAMESPACE_TERMINATING = "NamespaceTerminating"
+
 #: Default of PJ_DURATION_REFRESH_QPS: status writes per second, over all jobs, that
 #: only refresh the printed DURATION of running jobs.
 DEFAULT_DURATION_REFRESH_QPS = 5.0
@@ -618,17 +621,21 @@ class Controller:
             _record_creations(size - len(errors), len(errors))
             if errors:
                 rt.slow_start_batch = 1
-                return created, errors[0]
+                if all(e.has_cause(NAMESPACE_TERMINATING) for e in errors):
+                    # As upstream: every later creation fails too, and the namespace's
+                    # deletion takes the job with it; no error, no retry, no event.
+                    return created, None
+                return created, errors[0].message or str(errors[0])
             remaining -= size
             rt.slow_start_batch = max(rt.slow_start_batch, size)
             batch = min(batch * 2, MAX_SLOW_START_BATCH)
         return created, None
 
-    async def _create_pod(self, rt: JobRuntime, body: Mapping[str, Any]) -> str | None:
+    async def _create_pod(self, rt: JobRuntime, body: Mapping[str, Any]) -> ApiError | None:
         try:
             pod = await self.api.create_pod(rt.namespace, build_pod(body))
         except ApiError as exc:
-            return exc.message or str(exc)
+            return exc
         meta = pod.get("metadata", {})
         rt.expectations.expect_creation(str(meta.get("uid", "")), self.clock.monotonic())
         self.recorder.record(

@@ -244,6 +244,18 @@ def test_a_refused_sync_is_retried_with_back_off_and_a_conflict_at_once() -> Non
     assert sim.runtime.api_failures == 0
 
 
+def test_creations_refused_in_a_terminating_namespace_are_no_error_and_not_retried() -> None:
+    sim = Sim(JobSpec(completions=3, parallelism=3))
+    cause = {"details": {"causes": [{"type": "NamespaceTerminating"}]}}
+    message = "unable to create new content in namespace ns because it is being terminated"
+    sim.api.fail("create_pod", ApiError(403, "Forbidden", message, cause))
+    report = asyncio.run(sim.controller.sync(sim.runtime, sim.api.pods_of))
+    assert report.outcome.create_error is None
+    assert sim.runtime.create_failures == 0, "no retry back-off: only an event wakes the job"
+    assert sim.condition(c.COND_POD_CREATION_FAILED) is None
+    assert [e.reason for e in sim.events] == []
+
+
 # -- the job runtime -------------------------------------------------------------------
 def test_runtime_keeps_the_newest_job_version() -> None:
     rt = JobRuntime(JOB)
