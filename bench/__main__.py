@@ -111,12 +111,12 @@ class Operator:
             self.bench.log(f"the operator is not as this run deployed it ({current})")
         self.bench.log(f"deploying the operator: {setting.description}")
         await asyncio.to_thread(deploy_operator, setting, self.image)
-        await poll(self._one_pod, timeout=120, what="exactly one running operator pod")
+        await poll(self._leader_pod, timeout=120, what="a running operator pod holding the Lease")
         self.deployed[setting.name] = await operator_deployment(self.bench.kube)
         self.image = str(self.deployed[setting.name]["image"])
         return True
 
-    async def _one_pod(self) -> bool:
+    async def _leader_pod(self) -> bool:
         try:
             await self.bench.refresh_operator()
         except RuntimeError:

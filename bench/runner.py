@@ -23,6 +23,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = REPO_ROOT / ".cluster"
 SYSTEM_NAMESPACE = "paralleljob-system"
 OPERATOR_SELECTOR = "app.kubernetes.io/component=operator"
+#: The leader election Lease of the operator's replicas (PJ_LEADER_ELECTION_LEASE_NAME).
+OPERATOR_LEASE = "paralleljob-operator"
 
 # The identity each arm's pods are driven by, in the audit log.
 USERS = {
@@ -106,14 +108,27 @@ class Bench:
     # ---------------------------------------------------------------- processes
 
     async def refresh_operator(self) -> None:
-        """Finds the operator's container (after a deploy) for the resource sampler."""
+        """Finds the acting operator's container (after a deploy) for the resource
+        sampler: the running pod the leader election Lease names (the standby replica
+        only reads the Lease, and is not sampled)."""
         pods = await self.kube.get(
             f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods", labelSelector=OPERATOR_SELECTOR
         )
-        running = [p for p in pods["items"] if (p.get("status") or {}).get("phase") == "Running"]
-        if len(running) != 1:
-            raise RuntimeError(f"expected one running operator pod, found {len(running)}")
-        container_id = running[0]["status"]["containerStatuses"][0].get("containerID", "")
+        running = {
+            p["metadata"]["name"]: p
+            for p in pods["items"]
+            if (p.get("status") or {}).get("phase") == "Running"
+        }
+        try:
+            lease = await self.kube.get(
+                f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{OPERATOR_LEASE}"
+            )
+        except ApiError as exc:
+            raise RuntimeError(f"no Lease {OPERATOR_LEASE} yet: {exc}") from exc
+        leader = running.get(str((lease.get("spec") or {}).get("holderIdentity", "")))
+        if leader is None:
+            raise RuntimeError(f"no running operator pod holds the Lease {OPERATOR_LEASE}")
+        container_id = leader["status"]["containerStatuses"][0].get("containerID", "")
         self._operator_container = container_id.rpartition("://")[2]
 
     def finders(self) -> dict[str, Callable[[], list[int]]]:

@@ -1,8 +1,11 @@
 """``paralleljob-operator``: run the ParallelJob operator.
 
 Checks before it starts that the API server answers, that the ParallelJob CRD is
-installed and that every namespace it is told to watch exists; any of these failing
-prints one line to stderr and exits with status 1.
+installed, that every namespace it is told to watch exists and (with leader election)
+that the Lease's namespace exists and its Lease can be read; any of these failing prints
+one line to stderr and exits with status 1. With leader election (the default, as
+kube-controller-manager's ``--leader-elect``) it stands by until it holds the Lease
+(leader.py) and exits with status 1 when it loses it.
 """
 
 from __future__ import annotations
@@ -13,16 +16,20 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from . import constants as c
 from .config import (
     LOG_LEVELS,
+    LeaderElectionConfig,
     OperatorConfig,
     api_config_from_env,
     controller_config_from_env,
+    leader_election_config_from_env,
     port_from_env,
 )
 from .kube import ApiError, ConfigError, Kube, load_configuration
+from .leader import lease_path, run_elected
 
 PROG = "paralleljob-operator"
 DEFAULTS = OperatorConfig()
@@ -67,6 +74,14 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics "
         f"(default {DEFAULTS.metrics_port} or $PJ_METRICS_PORT; 0 disables them)",
     )
+    parser.add_argument(
+        "--leader-elect",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="act only while holding the leader-election Lease, so that several replicas "
+        "can run (default: $PJ_LEADER_ELECT, else "
+        f"{str(DEFAULTS.leader_election.enabled).lower()})",
+    )
     args = parser.parse_args(argv)
     if args.log_level not in LOG_LEVELS:
         parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
@@ -82,6 +97,7 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
             metrics_port=_port(args.metrics_port, "PJ_METRICS_PORT", DEFAULTS.metrics_port),
             controller=controller_config_from_env(),
             api=api_config_from_env(),
+            leader_election=leader_election_config_from_env(args.leader_elect),
         )
     except ValueError as exc:
         parser.error(str(exc))
@@ -126,8 +142,29 @@ async def preflight(config: OperatorConfig) -> None:
                 if exc.not_found:
                     raise StartupError(f"namespace {namespace!r} does not exist") from exc
                 raise StartupError(f"cannot look up namespace {namespace!r}: {exc}") from exc
+        if config.leader_election.enabled:
+            await _check_lease(kube, config.leader_election)
     finally:
         await kube.close()
+
+
+async def _check_lease(kube: Kube, election: LeaderElectionConfig) -> None:
+    """The Lease's namespace exists and the Lease can be read (or does not exist yet)."""
+    namespace, name = election.namespace, election.lease_name
+    try:
+        await kube.request("GET", f"/api/v1/namespaces/{namespace}", timeout=15)
+    except ApiError as exc:
+        if exc.not_found:
+            raise StartupError(
+                f"namespace {namespace!r} of the leader-election lease does not exist "
+                "(set PJ_LEADER_ELECTION_NAMESPACE, or PJ_LEADER_ELECT=false to run alone)"
+            ) from exc
+        raise StartupError(f"cannot look up namespace {namespace!r}: {exc}") from exc
+    try:
+        await kube.request("GET", lease_path(namespace, name), timeout=15)
+    except ApiError as exc:
+        if not exc.not_found:
+            raise StartupError(f"cannot read lease {namespace}/{name}: {exc}") from exc
 
 
 def configure_logging(level: str) -> None:
@@ -161,14 +198,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     liveness = (
         f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port > 0 else None
     )
-    kopf.run(
-        standalone=True,
-        clusterwide=not config.namespaces,
-        namespaces=list(config.namespaces),
-        liveness_endpoint=liveness,
-        memo=kopf.Memo(config=config),
-    )
-    return 0
+    options: dict[str, Any] = {
+        "standalone": True,
+        "clusterwide": not config.namespaces,
+        "namespaces": list(config.namespaces),
+        "liveness_endpoint": liveness,
+        "memo": kopf.Memo(config=config),
+    }
+    if not config.leader_election.enabled:
+        kopf.run(**options)
+        return 0
+
+    async def lead(stop: asyncio.Event) -> None:
+        await kopf.operator(**options, stop_flag=stop)
+
+    return asyncio.run(run_elected(config, lead))
 
 
 if __name__ == "__main__":

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import math
 import os
+import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import TypeVar
 
 from .controller import ControllerConfig
 from .core import CoreConfig
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+
+#: Where a pod finds its own namespace (client-go's in-cluster config reads it too).
+SERVICE_ACCOUNT_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+#: client-go's JitterFactor: a standby waits 1 to 2.2 retry periods between attempts.
+JITTER_FACTOR = 1.2
+
+_TRUE = ("true", "1", "yes", "on")
+_FALSE = ("false", "0", "no", "off")
 
 
 N = TypeVar("N", int, float)
@@ -50,6 +61,40 @@ class ApiConfig:
     burst: int = 1
 
 
+def bool_from_env(name: str, default: bool) -> bool:
+    """true/false (also 1/0, yes/no, on/off) from environment variable ``name``
+    (``default`` if unset or blank)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in _TRUE or raw in _FALSE:
+        return raw in _TRUE
+    raise ValueError(f"{name} must be true or false, got {os.environ[name]!r}")
+
+
+@dataclass(frozen=True)
+class LeaderElectionConfig:
+    """client-go's leader election (``tools/leaderelection``) with kube-controller-manager's
+    defaults: ``--leader-elect=true``, lease duration 15 s, renew deadline 10 s, retry
+    period 2 s."""
+
+    #: Take part in an election on a Lease (``PJ_LEADER_ELECT``); off: act at once, alone.
+    enabled: bool = True
+    #: The Lease's namespace: the operator's own (``$POD_NAMESPACE``, else the service
+    #: account's), else this.
+    namespace: str = "paralleljob-system"
+    lease_name: str = "paralleljob-operator"
+    #: This candidate's name in the Lease: the pod's name, else ``hostname_pid``.
+    identity: str = ""
+    #: How long a standby waits, after it last saw the Lease change, before taking it
+    #: over (whole seconds: the Lease stores ``leaseDurationSeconds``).
+    lease_duration_seconds: int = 15
+    #: How long the leader keeps trying to renew before it gives up (and exits).
+    renew_deadline_seconds: float = 10.0
+    #: How often the leader renews, and a standby retries (jittered by JITTER_FACTOR).
+    retry_period_seconds: float = 2.0
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     namespaces: tuple[str, ...] = ()
@@ -58,6 +103,7 @@ class OperatorConfig:
     metrics_port: int = 8081
     controller: ControllerConfig = field(default_factory=ControllerConfig)
     api: ApiConfig = field(default_factory=ApiConfig)
+    leader_election: LeaderElectionConfig = field(default_factory=LeaderElectionConfig)
 
 
 def controller_config_from_env() -> ControllerConfig:
@@ -93,3 +139,75 @@ def api_config_from_env() -> ApiConfig:
         qps=qps,
         burst=_env("PJ_API_BURST", max(1, math.ceil(qps)), minimum=1),
     )
+
+
+def own_identity(environ: Mapping[str, str], hostname: str, pid: int) -> str:
+    """The candidate's identity: the pod's name (``$POD_NAME``, from the downward API),
+    else ``hostname_pid``."""
+    return environ.get("POD_NAME", "").strip() or f"{hostname}_{pid}"
+
+
+def own_namespace(environ: Mapping[str, str], service_account_namespace: str | None) -> str:
+    """The operator's namespace: ``$POD_NAMESPACE`` (downward API), else the service
+    account's, else "" (unknown: not in a pod)."""
+    return environ.get("POD_NAMESPACE", "").strip() or (service_account_namespace or "").strip()
+
+
+def _str_env(name: str) -> str:
+    return os.environ.get(name, "").strip()
+
+
+def _read_service_account_namespace() -> str | None:
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE_FILE.read_text()
+    except OSError:
+        return None
+
+
+def check_leader_election(config: LeaderElectionConfig) -> None:
+    """client-go's NewLeaderElector checks: the lease outlives the renew deadline, which
+    leaves room for a jittered retry. Raises ValueError naming the settings."""
+    if config.lease_duration_seconds <= config.renew_deadline_seconds:
+        raise ValueError(
+            "PJ_LEADER_ELECTION_LEASE_DURATION_SECONDS "
+            f"({config.lease_duration_seconds:g}) must be greater than "
+            f"PJ_LEADER_ELECTION_RENEW_DEADLINE_SECONDS ({config.renew_deadline_seconds:g})"
+        )
+    if config.renew_deadline_seconds <= JITTER_FACTOR * config.retry_period_seconds:
+        raise ValueError(
+            "PJ_LEADER_ELECTION_RENEW_DEADLINE_SECONDS "
+            f"({config.renew_deadline_seconds:g}) must be greater than {JITTER_FACTOR:g} x "
+            f"PJ_LEADER_ELECTION_RETRY_PERIOD_SECONDS ({config.retry_period_seconds:g})"
+        )
+
+
+def leader_election_config_from_env(enabled: bool | None = None) -> LeaderElectionConfig:
+    """The election's settings (``enabled``: the command line's choice, if any), the
+    identity and the Lease's namespace; each default is the dataclass field's."""
+    defaults = LeaderElectionConfig()
+    if enabled is None:
+        enabled = bool_from_env("PJ_LEADER_ELECT", defaults.enabled)
+    pod_namespace = own_namespace(os.environ, _read_service_account_namespace())
+    config = LeaderElectionConfig(
+        enabled=enabled,
+        namespace=_str_env("PJ_LEADER_ELECTION_NAMESPACE") or pod_namespace or defaults.namespace,
+        lease_name=_str_env("PJ_LEADER_ELECTION_LEASE_NAME") or defaults.lease_name,
+        identity=own_identity(os.environ, socket.gethostname(), os.getpid()),
+        lease_duration_seconds=_env(
+            "PJ_LEADER_ELECTION_LEASE_DURATION_SECONDS",
+            defaults.lease_duration_seconds,
+            minimum=1,
+        ),
+        renew_deadline_seconds=_env(
+            "PJ_LEADER_ELECTION_RENEW_DEADLINE_SECONDS",
+            defaults.renew_deadline_seconds,
+            minimum=0.1,
+        ),
+        retry_period_seconds=_env(
+            "PJ_LEADER_ELECTION_RETRY_PERIOD_SECONDS",
+            defaults.retry_period_seconds,
+            minimum=0.1,
+        ),
+    )
+    check_leader_election(config)
+    return config

@@ -42,28 +42,63 @@ def _parallel_job(name: str) -> dict[str, Any]:
     }
 
 
-def _operator_pod(kubectl: Kubectl) -> dict[str, Any]:
+#: The leader-election Lease (docs/operations.md, High availability).
+LEASE = "paralleljob-operator"
+
+
+def _operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
+    """The two replicas, both running (one leads, one stands by)."""
     pods = kubectl.json(
         "-n", SYSTEM_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/component=operator"
     )["items"]
-    running = [p for p in pods if p["status"].get("phase") == "Running"]
-    assert len(running) == 1, (
-        f"expected one running operator pod, got {[p['metadata']['name'] for p in pods]}"
+    running: list[dict[str, Any]] = [p for p in pods if p["status"].get("phase") == "Running"]
+    assert len(running) == 2, (
+        f"expected two running operator pods, got {[p['metadata']['name'] for p in pods]}"
     )
-    pod: dict[str, Any] = running[0]
-    return pod
+    return running
+
+
+def _leader(kubectl: Kubectl) -> str:
+    """The name of the pod holding the Lease (its identity is its pod's name)."""
+    lease = kubectl.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)
+    holder: str = lease["spec"].get("holderIdentity") or ""
+    assert holder in {p["metadata"]["name"] for p in _operator_pods(kubectl)}, lease["spec"]
+    return holder
+
+
+def _operator_logs(kubectl: Kubectl) -> str:
+    """Both replicas' logs: a standby's too, should it have led earlier."""
+    return "\n".join(
+        kubectl.run("-n", SYSTEM_NAMESPACE, "logs", p["metadata"]["name"], "--tail=-1").stdout
+        for p in _operator_pods(kubectl)
+    )
 
 
 def test_operator_runs_from_its_image(deployed: Kubectl) -> None:
     deploy = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)
-    assert deploy["status"].get("availableReplicas") == 1
-    pod = _operator_pod(deployed)
-    container = pod["spec"]["containers"][0]
-    assert container["image"].startswith("paralleljob-operator:")
-    assert container["imagePullPolicy"] == "IfNotPresent"
-    status = pod["status"]["containerStatuses"][0]
-    assert status["ready"] is True
-    assert status["restartCount"] == 0, "the operator restarted: liveness failing or crashing"
+    assert deploy["status"].get("availableReplicas") == 2
+    for pod in _operator_pods(deployed):
+        container = pod["spec"]["containers"][0]
+        assert container["image"].startswith("paralleljob-operator:")
+        assert container["imagePullPolicy"] == "IfNotPresent"
+        status = pod["status"]["containerStatuses"][0]
+        assert status["ready"] is True, "a standby is ready too"
+        assert status["restartCount"] == 0, "the operator restarted: liveness failing or crashing"
+
+
+def test_one_replica_leads_and_the_other_stands_by(deployed: Kubectl) -> None:
+    leader = _leader(deployed)
+    lease = deployed.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)["spec"]
+    assert lease["leaseDurationSeconds"] == 15
+    for pod in _operator_pods(deployed):
+        name = pod["metadata"]["name"]
+        logs = deployed.run("-n", SYSTEM_NAMESPACE, "logs", name, "--tail=-1").stdout
+        acquired = f"acquired lease {SYSTEM_NAMESPACE}/{LEASE} as {name}"
+        if name == leader:
+            assert acquired in logs, logs
+        else:
+            assert acquired not in logs, logs
+            assert f"lease {SYSTEM_NAMESPACE}/{LEASE} is held by {leader}" in logs, logs
 
 
 def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, watched: str) -> None:
@@ -102,18 +137,16 @@ def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, watched: st
             "nodeName"
         ]
 
-    # It was the in-cluster operator that did it.
-    logs = deployed.run(
-        "-n", SYSTEM_NAMESPACE, "logs", f"deployment/{DEPLOYMENT}", "--tail=-1"
-    ).stdout
-    assert name in logs, "the in-cluster operator's log never mentions the ParallelJob"
+    # It was the in-cluster operator that did it: the leader.
+    logs = deployed.run("-n", SYSTEM_NAMESPACE, "logs", _leader(deployed), "--tail=-1").stdout
+    assert name in logs, "the in-cluster leader's log never mentions the ParallelJob"
 
 
 def test_operator_pod_is_admitted_under_restricted(deployed: Kubectl, namespace: str) -> None:
     # Its own namespace enforces `restricted`, and it runs there.
     ns = deployed.json("get", "namespace", SYSTEM_NAMESPACE)
     assert ns["metadata"]["labels"].get("pod-security.kubernetes.io/enforce") == "restricted"
-    _operator_pod(deployed)
+    _operator_pods(deployed)
 
     # And its pod template is admitted, as is, in any namespace enforcing it.
     deployed.run(
@@ -163,10 +196,9 @@ def test_operator_pod_is_admitted_under_restricted(deployed: Kubectl, namespace:
 
 
 def test_least_privilege_is_enough(deployed: Kubectl, watched: str) -> None:
-    """After real work (and kopf's namespace/CRD scanning), nothing was refused."""
-    logs = deployed.run(
-        "-n", SYSTEM_NAMESPACE, "logs", f"deployment/{DEPLOYMENT}", "--tail=-1"
-    ).stdout
+    """After real work (and kopf's namespace/CRD scanning, and the Lease), nothing was
+    refused to either replica."""
+    logs = _operator_logs(deployed)
     refused = [
         line
         for line in logs.splitlines()

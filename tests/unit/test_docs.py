@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support.docs import RBAC_PAGE, REPO, Rule, documented_rbac
+from tests.support.docs import NAMESPACE_RBAC, RBAC_PAGE, REPO, Rule, documented_rbac
 
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
@@ -118,14 +118,11 @@ def test_every_make_target_is_in_the_readme() -> None:
     )
 
 
-def _cluster_role_rules() -> set[Rule]:
-    """The operator's ClusterRole in manifests/rbac.yaml, named as the docs table names it."""
+def _cluster_role_rules(kind: str = "ClusterRole", name: str = "paralleljob-operator") -> set[Rule]:
+    """The operator's ClusterRole (or another role) in manifests/rbac.yaml, named as the
+    docs table names it."""
     docs: list[Any] = list(yaml.safe_load_all((REPO / "manifests" / "rbac.yaml").read_text()))
-    [role] = [
-        d
-        for d in docs
-        if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "paralleljob-operator"
-    ]
+    [role] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
     rules: set[Rule] = set()
     for rule in role["rules"]:
         for group in rule["apiGroups"]:
@@ -144,3 +141,10 @@ def test_permissions_table_is_the_cluster_role() -> None:
     table = documented_rbac()
     assert table, f"{RBAC_PAGE.relative_to(REPO)}: empty permissions table"
     assert table == _cluster_role_rules()
+
+
+def test_namespace_permissions_table_is_the_leader_election_role() -> None:
+    """The Role in the operator's namespace (the Lease) is the second table, exactly."""
+    table = documented_rbac(marker=NAMESPACE_RBAC)
+    assert table == {("leases.coordination.k8s.io", v) for v in ("get", "create", "update")}
+    assert table == _cluster_role_rules("Role", "paralleljob-operator-leader-election")

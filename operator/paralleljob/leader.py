@@ -1,0 +1,553 @@
+"""Leader election on a ``coordination.k8s.io/v1`` Lease, so that of several replicas
+exactly one acts: client-go's ``tools/leaderelection`` as kube-controller-manager runs it
+(``--leader-elect``).
+
+Every candidate polls the Lease, every retry period with client-go's jitter. It takes the
+Lease when the Lease names no holder, or when the Lease has not changed for its
+``leaseDurationSeconds``, timed by the candidate's own monotonic clock from when *it* saw
+the last change (so the machines' clocks need not agree). Every write is a PUT of the
+version it read (or a POST of a new Lease): of two candidates racing for it, one write
+fails. The leader renews every retry period (a PUT of the version it last wrote, else a
+GET and a PUT); when a round of renewals has not succeeded within the renew deadline, or
+the Lease names another holder, the leadership is lost and the process exits, as
+kube-controller-manager does; the kubelet restarts it as a standby.
+
+A standby makes no API call but these, and answers ``/healthz`` (and ``/metrics``) on the
+operator's ports, which it releases before kopf starts on them.
+
+Why not ``kubernetes.aio.leaderelection`` (kubernetes 37.0.2), which the design note named:
+it has the same loops, but (1) it sets no request timeout (the client's is 5 minutes) and
+checks the renew deadline only between attempts, so a leader whose renewal hangs goes on
+acting after its lease has expired and another replica has taken it; (2) only
+``ApiException`` is caught, so a refused connection (an aiohttp error) escapes its loops
+and ends ``run()`` without cancelling the leading coroutine or calling
+``onstopped_leading``; (3) it writes local wall time, labelled UTC, as ``renewTime`` and
+``acquireTime``; (4) ``LeaseLock`` logs a traceback for every lost create or update race
+(409), which two replicas starting together meet on every fresh install; and (5) its
+``LeaseLock`` needs a second client and session, outside the operator's request metrics.
+Fixing that meant replacing the lock and wrapping every call; this module is the same
+algorithm with those fixed, and its decisions are pure functions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Protocol, TypeVar
+
+from aiohttp import web
+
+from . import metrics
+from .api import ApiError
+from .config import JITTER_FACTOR, LeaderElectionConfig, OperatorConfig
+from .json_types import JsonDict
+from .kube import Kube, load_configuration
+
+log = logging.getLogger(__name__)
+
+LEASES_API = "/apis/coordination.k8s.io/v1"
+
+T = TypeVar("T")
+
+
+def lease_path(namespace: str, name: str = "") -> str:
+    path = f"{LEASES_API}/namespaces/{namespace}/leases"
+    return f"{path}/{name}" if name else path
+
+
+# -- the pure part -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """A Lease's spec: client-go's ``LeaderElectionRecord``."""
+
+    holder: str = ""
+    lease_duration_seconds: int = 0
+    acquire_time: str = ""
+    renew_time: str = ""
+    transitions: int = 0
+
+
+def record_of(lease: JsonDict) -> LeaseRecord:
+    spec = lease.get("spec") or {}
+    return LeaseRecord(
+        holder=str(spec.get("holderIdentity") or ""),
+        lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
+        acquire_time=str(spec.get("acquireTime") or ""),
+        renew_time=str(spec.get("renewTime") or ""),
+        transitions=int(spec.get("leaseTransitions") or 0),
+    )
+
+
+def spec_of(record: LeaseRecord) -> JsonDict:
+    spec: JsonDict = {
+        "holderIdentity": record.holder,
+        "leaseDurationSeconds": record.lease_duration_seconds,
+        "leaseTransitions": record.transitions,
+    }
+    if record.acquire_time:
+        spec["acquireTime"] = record.acquire_time
+    if record.renew_time:
+        spec["renewTime"] = record.renew_time
+    return spec
+
+
+def micro_time(value: datetime) -> str:
+    """metav1.MicroTime: RFC 3339 with microseconds, UTC."""
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """The record a candidate last saw, and when (its monotonic clock) it saw it change:
+    client-go's ``observedRecord`` and ``observedTime``."""
+
+    record: LeaseRecord
+    at: float
+
+
+def observe(previous: Observation | None, record: LeaseRecord, now: float) -> Observation:
+    """The observation after reading ``record``: its time moves only when the record changed."""
+    if previous is not None and previous.record == record:
+        return previous
+    return Observation(record, now)
+
+
+def lease_valid(observed: Observation | None, now: float) -> bool:
+    """isLeaseValid: less than the record's lease duration since it last changed."""
+    return observed is not None and observed.at + observed.record.lease_duration_seconds > now
+
+
+def is_leader(observed: Observation | None, identity: str) -> bool:
+    return observed is not None and observed.record.holder == identity
+
+
+def held_by_another(observed: Observation | None, identity: str, now: float) -> bool:
+    """Someone else holds a lease that has not expired: keep off it."""
+    return (
+        observed is not None
+        and observed.record.holder not in ("", identity)
+        and lease_valid(observed, now)
+    )
+
+
+def claim(
+    identity: str, duration: int, now: datetime, old: LeaseRecord | None, leading: bool
+) -> LeaseRecord:
+    """The record to write to take (``leading``: to renew) the lease: a renewal keeps the
+    acquire time and the transitions, a takeover counts one more transition."""
+    stamp = micro_time(now)
+    if old is None:
+        return LeaseRecord(identity, duration, stamp, stamp, 0)
+    if leading:
+        return LeaseRecord(identity, duration, old.acquire_time or stamp, stamp, old.transitions)
+    return LeaseRecord(identity, duration, stamp, stamp, old.transitions + 1)
+
+
+def released(now: datetime, old: LeaseRecord) -> LeaseRecord:
+    """client-go's release (ReleaseOnCancel): no holder, so a standby takes it at once."""
+    stamp = micro_time(now)
+    return LeaseRecord("", 1, stamp, stamp, old.transitions)
+
+
+def retry_delay(retry_period: float, rand: float) -> float:
+    """wait.Jitter: between 1 and 1 + JITTER_FACTOR retry periods (``rand`` in [0, 1))."""
+    return retry_period * (1 + rand * JITTER_FACTOR)
+
+
+# -- the I/O -----------------------------------------------------------------------------
+
+
+class LeaseLock(Protocol):
+    """client-go's ``resourcelock.Interface`` for one Lease. Every call raises ApiError
+    when the API server refuses it (409: another candidate wrote first) or is unreachable."""
+
+    @property
+    def describe(self) -> str:
+        """``namespace/name``"""
+        ...
+
+    async def get(self) -> LeaseRecord | None:
+        """The Lease's record, None if there is no Lease."""
+        ...
+
+    async def create(self, record: LeaseRecord) -> None: ...
+
+    async def update(self, record: LeaseRecord) -> None:
+        """Writes ``record`` over the version last read or written, not over a newer one."""
+        ...
+
+
+class KubeLeaseLock:
+    """The Lease through the operator's client (its own instance: renewals never queue
+    behind the operator's requests or its rate limit)."""
+
+    def __init__(self, kube: Kube, namespace: str, name: str, timeout: float) -> None:
+        self.namespace = namespace
+        self.name = name
+        self._kube = kube
+        self._timeout = timeout
+        self._lease: JsonDict | None = None
+
+    @property
+    def describe(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    async def get(self) -> LeaseRecord | None:
+        try:
+            lease = await self._kube.request(
+                "GET", lease_path(self.namespace, self.name), timeout=self._timeout
+            )
+        except ApiError as exc:
+            if exc.not_found:
+                self._lease = None
+                return None
+            raise
+        self._lease = lease
+        return record_of(lease)
+
+    async def create(self, record: LeaseRecord) -> None:
+        body = {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": self.name, "namespace": self.namespace},
+            "spec": spec_of(record),
+        }
+        self._lease = await self._kube.request(
+            "POST", lease_path(self.namespace), body=body, timeout=self._timeout
+        )
+
+    async def update(self, record: LeaseRecord) -> None:
+        if self._lease is None:
+            raise ApiError(409, "Conflict", "the lease was not read before this update")
+        body = dict(self._lease)
+        body["spec"] = {**(self._lease.get("spec") or {}), **spec_of(record)}
+        self._lease = await self._kube.request(
+            "PUT", lease_path(self.namespace, self.name), body=body, timeout=self._timeout
+        )
+
+
+class Clock(Protocol):
+    def monotonic(self) -> float: ...
+
+    def now(self) -> datetime: ...
+
+    async def sleep(self, seconds: float) -> None: ...
+
+    def random(self) -> float: ...
+
+
+class SystemClock:
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def random(self) -> float:
+        return random.random()
+
+
+class Elector:
+    """client-go's ``LeaderElector`` for one candidate: ``acquire``, then ``hold`` while
+    leading, ``release`` when done."""
+
+    def __init__(
+        self, lock: LeaseLock, config: LeaderElectionConfig, clock: Clock | None = None
+    ) -> None:
+        if not config.identity:
+            raise ValueError("leader election needs this candidate's identity")
+        self.lock = lock
+        self.config = config
+        self.identity = config.identity
+        self.clock: Clock = clock or SystemClock()
+        self.observed: Observation | None = None
+        self.last_error = ""
+
+    @property
+    def leading(self) -> bool:
+        return is_leader(self.observed, self.identity)
+
+    @property
+    def holder(self) -> str:
+        return self.observed.record.holder if self.observed is not None else ""
+
+    def status(self) -> JsonDict:
+        """What a standby's /healthz reports."""
+        return {
+            "lease": self.lock.describe,
+            "identity": self.identity,
+            "leading": self.leading,
+            "holder": self.holder,
+        }
+
+    async def try_acquire_or_renew(self, timeout: float | None = None) -> bool:
+        """tryAcquireOrRenew: one attempt; True when this candidate now holds the lease.
+        Every request of the attempt is cut off ``timeout`` seconds from now, as
+        client-go's context cuts them."""
+        deadline = None if timeout is None else self.clock.monotonic() + timeout
+        try:
+            return await self._try_acquire_or_renew(deadline)
+        except ApiError as exc:
+            self._failed(exc)
+        except TimeoutError:
+            self.last_error = f"no answer within {timeout:.3g}s"
+            log.debug("leader election: lease %s: %s", self.lock.describe, self.last_error)
+        return False
+
+    async def _io(self, call: Awaitable[T], deadline: float | None) -> T:
+        """One request, cut off at ``deadline``: once that has passed, every further
+        request of the attempt fails at once, whatever became of the first cut-off
+        (aiohttp may report it as its own timeout, an ApiError here)."""
+        if deadline is None:
+            return await call
+        async with asyncio.timeout(deadline - self.clock.monotonic()):
+            return await call
+
+    async def _try_acquire_or_renew(self, deadline: float | None) -> bool:
+        now = self.clock.monotonic()
+        duration = self.config.lease_duration_seconds
+        # 1. The leader's fast path: write over the version it wrote last.
+        if self.observed is not None and self.leading and lease_valid(self.observed, now):
+            record = claim(self.identity, duration, self.clock.now(), self.observed.record, True)
+            try:
+                await self._io(self.lock.update(record), deadline)
+            except ApiError as exc:
+                log.debug("renewing lease %s failed (%s); reading it", self.lock.describe, exc)
+            else:
+                return self._took(record)
+        # 2. Read it; create it if there is none.
+        current = await self._io(self.lock.get(), deadline)
+        if current is None:
+            record = claim(self.identity, duration, self.clock.now(), None, False)
+            await self._io(self.lock.create(record), deadline)
+            return self._took(record)
+        # 3. Someone else's, not expired: keep off.
+        self.observed = observe(self.observed, current, self.clock.monotonic())
+        if held_by_another(self.observed, self.identity, now):
+            return False
+        # 4. Renew it (this candidate holds it) or take it over.
+        record = claim(self.identity, duration, self.clock.now(), current, self.leading)
+        await self._io(self.lock.update(record), deadline)
+        return self._took(record)
+
+    def _took(self, record: LeaseRecord) -> bool:
+        self.observed = Observation(record, self.clock.monotonic())
+        self.last_error = ""
+        return True
+
+    def _failed(self, exc: ApiError) -> None:
+        message = str(exc)
+        # A lost race (409) is part of the protocol; a new problem is worth a warning once.
+        quiet = exc.conflict or message == self.last_error
+        log.log(
+            logging.DEBUG if quiet else logging.WARNING,
+            "leader election: lease %s: %s",
+            self.lock.describe,
+            message,
+        )
+        self.last_error = message
+
+    async def acquire(self, stop: asyncio.Event) -> bool:
+        """Polls until this candidate holds the lease (True) or ``stop`` is set (False)."""
+        seen = ""
+        while not stop.is_set():
+            if await self.try_acquire_or_renew(self.config.renew_deadline_seconds):
+                return True
+            if self.holder != seen:
+                seen = self.holder
+                log.info(
+                    "standing by: lease %s is held by %s (this is %s)",
+                    self.lock.describe,
+                    seen or "nobody",
+                    self.identity,
+                )
+            delay = retry_delay(self.config.retry_period_seconds, self.clock.random())
+            await _sleep_unless(self.clock, delay, stop)
+        return False
+
+    async def hold(self) -> str:
+        """Renews the lease every retry period; returns, with the reason, once it is lost."""
+        while True:
+            await self.clock.sleep(self.config.retry_period_seconds)
+            lost = await self._renew_round()
+            if lost:
+                return lost
+
+    async def _renew_round(self) -> str | None:
+        """Attempts, a retry period apart, until one succeeds (None) or the renew deadline
+        has passed, or the lease names another holder (why it is lost)."""
+        deadline = self.clock.monotonic() + self.config.renew_deadline_seconds
+        while (remaining := deadline - self.clock.monotonic()) > 0:
+            if await self.try_acquire_or_renew(remaining):
+                return None
+            if self.holder not in ("", self.identity):
+                return f"it is held by {self.holder}"
+            wait = min(self.config.retry_period_seconds, deadline - self.clock.monotonic())
+            await self.clock.sleep(max(0.0, wait))
+        return (
+            f"not renewed within {self.config.renew_deadline_seconds:g}s "
+            f"({self.last_error or 'no reason given'})"
+        )
+
+    async def release(self) -> bool:
+        """Gives the lease up, if this candidate still holds it, so that a standby need not
+        wait for it to expire; True when released."""
+        if not self.leading:
+            return False
+        deadline = self.clock.monotonic() + self.config.renew_deadline_seconds
+        try:
+            current = await self._io(self.lock.get(), deadline)
+            if current is None:
+                return False
+            self.observed = observe(self.observed, current, self.clock.monotonic())
+            if not self.leading:
+                return False
+            record = released(self.clock.now(), current)
+            await self._io(self.lock.update(record), deadline)
+        except (ApiError, TimeoutError) as exc:
+            log.warning("could not release lease %s: %s", self.lock.describe, exc or "timeout")
+            return False
+        self.observed = Observation(record, self.clock.monotonic())
+        return True
+
+
+async def _sleep_unless(clock: Clock, seconds: float, stop: asyncio.Event) -> None:
+    sleeper = asyncio.ensure_future(clock.sleep(seconds))
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({sleeper, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (sleeper, stopper):
+            task.cancel()
+
+
+# -- the process -------------------------------------------------------------------------
+
+#: Runs the operator until it stops by itself or ``stop`` is set: kopf.operator.
+Lead = Callable[[asyncio.Event], Awaitable[None]]
+
+
+async def campaign(
+    elector: Elector,
+    lead: Lead,
+    *,
+    stop: asyncio.Event,
+    before_leading: Callable[[], Awaitable[None]],
+    exit_now: Callable[[], None],
+) -> int:
+    """Stands by until elected (or ``stop``), runs ``lead`` while leading; the exit status.
+
+    ``before_leading`` frees what the operator needs (the standby's ports). Losing the
+    lease logs one line and calls ``exit_now`` (which does not return outside tests);
+    the operator stopping by itself gives the lease up for a standby to take at once."""
+    describe = elector.lock.describe
+    try:
+        acquired = await elector.acquire(stop)
+    finally:
+        await before_leading()
+    if not acquired or stop.is_set():
+        await elector.release()
+        log.info("stopped while standing by for lease %s", describe)
+        return 0
+    log.info("acquired lease %s as %s", describe, elector.identity)
+    # Started before the operator: kopf, when it stops, leaves the tasks it found alone.
+    holder = asyncio.create_task(elector.hold(), name="leader election")
+    leading = asyncio.create_task(_as_coroutine(lead(stop)), name="operator")
+    await asyncio.wait({holder, leading}, return_when=asyncio.FIRST_COMPLETED)
+    if holder.done():
+        log.error("lost lease %s: %s; exiting", describe, _why_lost(holder))
+        exit_now()
+        leading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await leading
+        return 1
+    holder.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await holder
+    if await elector.release():
+        log.info("released lease %s", describe)
+    leading.result()  # the operator's own failure, if any, as without an election
+    return 0
+
+
+async def _as_coroutine(awaitable: Awaitable[None]) -> None:
+    await awaitable
+
+
+def _why_lost(holder: asyncio.Task[str]) -> str:
+    if holder.cancelled():
+        return "renewal cancelled"
+    exc = holder.exception()
+    return holder.result() if exc is None else f"renewal failed: {exc!r}"
+
+
+def exit_at_once() -> None:
+    """kube-controller-manager's ``klog.FlushAndExit(1)``: no clean-up, so that nothing
+    more is written by a replica that is no longer the leader."""
+    logging.shutdown()
+    os._exit(1)
+
+
+async def serve_standby(
+    config: OperatorConfig, status: Callable[[], JsonDict]
+) -> list[web.AppRunner]:
+    """A standby's ``/healthz`` (always 200, with ``status()``) and ``/metrics``, on the
+    ports the operator uses once it leads."""
+    runners = []
+    if config.liveness_port > 0:
+
+        async def healthz(_: web.Request) -> web.Response:
+            return web.json_response({"standby": status()})
+
+        app = web.Application()
+        app.router.add_get("/healthz", healthz)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "0.0.0.0", config.liveness_port).start()
+        runners.append(runner)
+    if config.metrics_port > 0:
+        runners.append(await metrics.serve(config.metrics_port))
+    return runners
+
+
+async def run_elected(config: OperatorConfig, lead: Lead) -> int:
+    """The operator under an election (config.leader_election); the exit status."""
+    election = config.leader_election
+    kube = Kube(await load_configuration(), concurrency=2)
+    # The client's own timeout only backs up the attempts' deadlines (at most the renew
+    # deadline), which must fire first: a request cut off by it ends as an ApiError.
+    lock = KubeLeaseLock(
+        kube, election.namespace, election.lease_name, timeout=election.lease_duration_seconds
+    )
+    elector = Elector(lock, election)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        # Until kopf, once leading, installs its own handlers (and also watches ``stop``).
+        loop.add_signal_handler(sig, stop.set)
+    runners = await serve_standby(config, elector.status)
+
+    async def free_ports() -> None:
+        for runner in runners:
+            await runner.cleanup()
+
+    log.info("leader election: standing by for lease %s as %s", lock.describe, elector.identity)
+    try:
+        return await campaign(
+            elector, lead, stop=stop, before_leading=free_ports, exit_now=exit_at_once
+        )
+    finally:
+        await kube.close()
