@@ -12,7 +12,7 @@ PYTHON := $(VENV)/bin/python
 KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 export KUBECONFIG
 
-.PHONY: help prereqs venv build cluster cluster-down cluster-restart run lint unit test
+.PHONY: help prereqs venv build cluster cluster-down cluster-restart run lint unit test chaos
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -41,7 +41,7 @@ cluster-restart: ## Restart one component by its pid file: C=kube-apiserver [DOW
 	@hack/cluster-restart.sh $(C) --down $(or $(DOWN),0) $(if $(KILL),--kill)
 
 run: venv ## Run the operator locally against $KUBECONFIG
-	$(VENV)/bin/paralleljob-operator
+	PJ_LEADER_ELECT=$${PJ_LEADER_ELECT:-false} $(VENV)/bin/paralleljob-operator
 
 lint: prereqs venv ## ruff, mypy and shellcheck
 	$(VENV)/bin/ruff check operator tests hack bench
@@ -55,6 +55,14 @@ unit: venv ## Unit tests only (no cluster)
 test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests
 	$(VENV)/bin/pytest tests
 
+# tests/fuzz is part of `make test` too (40 examples); here alone, as long as asked.
+.PHONY: fuzz
+fuzz: prereqs build venv ## Fuzz tests only (tests/fuzz); FUZZ_EXAMPLES=N examples, FUZZ_SEED=S
+	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) $(VENV)/bin/pytest tests/fuzz
+
+chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run
+	CHAOS_PODS=$(or $(CHAOS_PODS),1000) $(VENV)/bin/pytest -m chaos tests/chaos
+
 # --- Image, in-cluster deploy, demo (Dockerfile, manifests/, hack/{image,deploy,undeploy,demo}.sh)
 # kind and the local cluster never share a kubeconfig: an explicit KUBECONFIG
 # from the user is passed on; the Makefile's default (the local cluster's) is not.
@@ -63,7 +71,7 @@ export PJ_USER_KUBECONFIG
 
 .PHONY: image image-local deploy deploy-local undeploy demo docker-down
 
-image: ## Build the operator image with docker (FROM python:3.11-slim)
+image: ## Build the operator image (also paralleljob-worker's) with docker (FROM python:3.11-slim)
 	@hack/image.sh
 
 image-local: ## Build the same image on a Debian-assembled base, no registry needed
@@ -78,7 +86,7 @@ deploy-local: ## Local cluster: build on Debian's dockerd, import into the node,
 undeploy: ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, else kind)
 	@hack/undeploy.sh
 
-demo: ## The four seed workloads, operator in-cluster (DEMO_CLUSTER=kind for kind)
+demo: ## The four seed workloads, operator in-cluster, work queues on Redis (DEMO_CLUSTER=kind for kind)
 	@hack/demo.sh
 
 docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)

@@ -127,6 +127,15 @@ class Operator:
         self.kill()
         self.start()
 
+    def freeze(self) -> None:
+        """SIGSTOP: the process holds its connections but does nothing."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -155,6 +164,9 @@ class Operator:
 def operator_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # One operator per test, killed and restarted at will: no leader election (a restart
+    # would wait for the killed one's lease); a test may turn it on in ``extra``.
+    env["PJ_LEADER_ELECT"] = "false"
     env.update(extra)
     return env
 

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -184,7 +185,11 @@ class PodWatch:
     check: Callable[[dict[str, dict[str, Any]]], str | None] | None = None
     pods: dict[str, dict[str, Any]] = field(default_factory=dict)
     created: list[str] = field(default_factory=list)
+    #: When the watch first showed each pod of ``created`` (time.monotonic()).
+    created_at: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    #: Keep watching through API server outages (chaos tests) instead of failing.
+    survive_outages: bool = False
     max_active: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -220,12 +225,12 @@ class PodWatch:
             if rv:
                 kwargs["resource_version"] = rv
             else:
-                listed = self.core_v1.list_namespaced_pod(
-                    self.namespace, label_selector=kwargs["label_selector"]
-                )
-                rv = listed.metadata.resource_version
-                for pod in listed.items:
-                    self._apply("ADDED", self.core_v1.api_client.sanitize_for_serialization(pod))
+                try:
+                    rv = self._relist(kwargs["label_selector"])
+                except Exception as exc:
+                    if not self._outage(exc):
+                        return
+                    continue
                 self._ready.set()
                 continue
             try:
@@ -239,8 +244,30 @@ class PodWatch:
                 if "410" in str(exc) or "Expired" in str(exc):
                     rv = None
                     continue
-                self.errors.append(f"watch failed: {exc}")
-                return
+                if not self._outage(exc):
+                    return
+                rv = None
+
+    def _relist(self, selector: str) -> str:
+        """Lists the pods, replacing what the watch knew; returns the list's version."""
+        listed = self.core_v1.list_namespaced_pod(self.namespace, label_selector=selector)
+        pods = [self.core_v1.api_client.sanitize_for_serialization(p) for p in listed.items]
+        with self._lock:
+            listed_uids = {p["metadata"]["uid"] for p in pods}
+            for uid in [u for u in self.pods if u not in listed_uids]:
+                del self.pods[uid]
+            for pod in pods:
+                self._apply_locked("ADDED", pod)
+        return str(listed.metadata.resource_version)
+
+    def _outage(self, exc: Exception) -> bool:
+        """Whether to go on after ``exc``: only while surviving outages (then after a
+        pause, so that a down API server is not hammered)."""
+        if not self.survive_outages:
+            self.errors.append(f"watch failed: {exc}")
+            return False
+        self._stop.wait(0.5)
+        return True
 
     def _apply(self, type_: str, pod: dict[str, Any]) -> None:
         with self._lock:
@@ -253,6 +280,7 @@ class PodWatch:
         else:
             if uid not in self.pods and uid not in self.created:
                 self.created.append(uid)
+                self.created_at.append(time.monotonic())
             self.pods[uid] = pod
         active = sum(1 for p in self.pods.values() if is_active(p))
         self.max_active = max(self.max_active, active)
