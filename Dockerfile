@@ -3,6 +3,13 @@
 # that virtualenv, run as an unprivileged numeric user. Nothing in it writes
 # to the root filesystem, so it runs with readOnlyRootFilesystem.
 #
+# It is also the work-queue worker's image: pyproject.toml's [project.scripts]
+# installs both console scripts into /opt/paralleljob/bin, on PATH. The
+# entrypoint is the operator; a worker pod names its own command:
+#   command: ["paralleljob-worker", "--redis", "redis://redis:6379/0", "--stream", "items", "--", ...]
+# and `python3` is the virtualenv's, with redis-py, for the per-item task
+# (docs/worker.md, manifests/examples/workqueue/).
+#
 # BASE_IMAGE defaults to the official slim Python image. Where no registry is
 # reachable, hack/base-image.sh assembles an equivalent from Debian packages
 # (debootstrap + Debian's python3 3.11) and `make image-local` passes it here;
@@ -34,7 +41,8 @@ RUN /opt/paralleljob/bin/pip install --quiet -c requirements.lock . \
 
 FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="paralleljob-operator" \
-      org.opencontainers.image.description="The batch/v1 Job controller as a ParallelJob custom resource"
+      org.opencontainers.image.description="The batch/v1 Job controller as a ParallelJob custom resource, and paralleljob-worker, the worker of a work queue on a Redis stream" \
+      dev.paralleljob.commands="paralleljob-operator paralleljob-worker"
 COPY --from=build /etc/passwd /etc/group /etc/
 COPY --from=build /opt/paralleljob /opt/paralleljob
 ENV PATH=/opt/paralleljob/bin:$PATH \

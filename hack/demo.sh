@@ -2,6 +2,9 @@
 # make demo: the seed's four workloads as ParallelJobs, driven by the operator
 # running in-cluster from its image, shown the way the seed shows
 # `kubectl get jobs`, with the seed's COMPLETIONS strings checked at the end.
+# The two work queues (3 and 4) drain a real queue: a Redis stream filled by a
+# producer Job, drained by paralleljob-worker pods (manifests/examples/workqueue,
+# docs/worker.md), shown as it drains and checked item by item at the end.
 #
 #   DEMO_CLUSTER=local (default)  starts the local cluster if it is not up
 #                                 (make cluster), then hack/deploy.sh local
@@ -15,6 +18,10 @@ source "$HACK_DIR/kube-target.sh"
 CLUSTER=${DEMO_CLUSTER:-local}
 NS=${DEMO_NAMESPACE:-paralleljob-demo}
 EXAMPLES=manifests/examples
+WORKQUEUE=$EXAMPLES/workqueue
+# The operator's image, which has paralleljob-worker: hack/deploy.sh loads it
+# into the node under this name too (hack/node-image.sh).
+WORKER_IMAGE=${PJ_IMAGE_NAME:-paralleljob-operator}:dev
 cd "$REPO_ROOT" || exit 1
 STEP_TIMEOUT=${DEMO_STEP_TIMEOUT:-180}
 start=$SECONDS
@@ -59,11 +66,32 @@ pj_column_of() {
 }
 pj_column() { pj_column_of "$(kubectl -n "$NS" get pj "$1" 2>/dev/null)" "$2"; }
 
+# The work queue as Redis sees it (redis-cli in the Redis pod), into Q_ITEMS
+# (entries in the stream), Q_LAG (not delivered to the group yet), Q_PENDING
+# (delivered, not acked: being worked on), Q_RESULTS (fields of the hash
+# "results") and Q_DEAD (dead letters); "-" when Redis does not answer.
+queue_read() {
+  local out
+  # Before any worker created the group, XINFO GROUPS is empty: all undelivered.
+  out=$(kubectl -n "$NS" exec deploy/redis -c redis -- sh -c \
+    'redis-cli XLEN items; redis-cli HLEN results; redis-cli XLEN items:dead; redis-cli XINFO GROUPS items' 2>/dev/null \
+    | awk 'NR == 1 { n = $0 } NR == 2 { done = $0 } NR == 3 { dead = $0 }
+           NR > 3 && NF { if (k == "") k = $0; else { v[k] = $0; k = "" } }
+           END { print n, ("lag" in v) ? v["lag"] : n, ("pending" in v) ? v["pending"] : 0, done, dead }') || out=''
+  [[ $out =~ ^[0-9]+\ [0-9]+\ [0-9]+\ [0-9]+\ [0-9]+$ ]] || out='- - - - -'
+  read -r Q_ITEMS Q_LAG Q_PENDING Q_RESULTS Q_DEAD <<<"$out"
+}
+queue_line() {
+  printf 'queue "items": %s entries, %s to deliver (lag), %s in progress (pending); %s results, %s dead letters\n' \
+    "$Q_ITEMS" "$Q_LAG" "$Q_PENDING" "$Q_RESULTS" "$Q_DEAD"
+}
+
 # Prints `kubectl get pj NAME` and its pods whenever their state changes (not
 # merely their age), until STATUS is Complete or Failed. What is printed is
-# exactly what the change was detected on.
+# exactly what the change was detected on. With a second argument, the Redis
+# queue's state too (one line each time it changes): the queue draining.
 watch_pj() {
-  local name=$1 last='' now pj pods status deadline=$((SECONDS + STEP_TIMEOUT))
+  local name=$1 queue=${2:-} last='' now pj pods status lastq='' q deadline=$((SECONDS + STEP_TIMEOUT))
   while :; do
     pj=$(kubectl -n "$NS" get pj "$name" 2>&1)
     pods=$(kubectl -n "$NS" get pods -l "app.kubernetes.io/name=$name" 2>&1)
@@ -74,9 +102,32 @@ watch_pj() {
       printf '%s$ kubectl get pods -l app.kubernetes.io/name=%s%s\n%s\n' "$D" "$name" "$N" "$pods"
       last=$now
     fi
+    if [ -n "$queue" ]; then
+      queue_read
+      q=$(queue_line)
+      if [ "$q" != "$lastq" ]; then printf '%s\n' "$q"; lastq=$q; fi
+    fi
     case $status in Complete | Failed) return 0 ;; esac
     if [ $SECONDS -ge $deadline ]; then
       printf '%stimed out after %ss waiting for %s to finish%s\n' "$R" "$STEP_TIMEOUT" "$name" "$N"
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+# Waits until the queue has at least $2 results or job $1 has finished,
+# printing the queue as it drains.
+wait_results() {
+  local name=$1 want=$2 q lastq='' deadline=$((SECONDS + STEP_TIMEOUT))
+  while :; do
+    queue_read
+    q=$(queue_line)
+    if [ "$q" != "$lastq" ]; then printf '%s\n' "$q"; lastq=$q; fi
+    if [[ $Q_RESULTS =~ ^[0-9]+$ ]] && [ "$Q_RESULTS" -ge "$want" ]; then return 0; fi
+    case $(pj_column "$name" STATUS) in Complete | Failed) return 0 ;; esac
+    if [ $SECONDS -ge $deadline ]; then
+      printf '%stimed out after %ss waiting for %s results%s\n' "$R" "$STEP_TIMEOUT" "$want" "$N"
       return 1
     fi
     sleep 1
@@ -92,6 +143,19 @@ check() { # name, expected completions, [expected status]
     results+=("${G}ok${N}   $(printf '%-22s %-10s %-10s (seed: %s)' "$1" "$status" "$got" "$2")")
   else
     results+=("${R}FAIL${N} $(printf '%-22s %-10s %-10s (seed: %s %s)' "$1" "$status" "$got" "${3:-Complete}" "$2")")
+  fi
+}
+# The queue after a work-queue job: every item enqueued so far has its result
+# (the hash has one field per item), none is dead-lettered, nothing is left
+# undelivered or pending.
+check_queue() {
+  local label="queue \"items\"" got
+  queue_read
+  got="$Q_RESULTS/$Q_ITEMS results, $Q_DEAD dead, lag $Q_LAG, pending $Q_PENDING"
+  if [[ $Q_ITEMS =~ ^[1-9][0-9]*$ ]] && [ "$Q_RESULTS" = "$Q_ITEMS" ] && [ "$Q_DEAD" = 0 ] && [ "$Q_LAG" = 0 ] && [ "$Q_PENDING" = 0 ]; then
+    results+=("${G}ok${N}   $(printf '%-22s %s (after %s)' "$label" "$got" "$1")")
+  else
+    results+=("${R}FAIL${N} $(printf '%-22s %s (after %s; every item done once)' "$label" "$got" "$1")")
   fi
 }
 
@@ -111,10 +175,22 @@ show kubectl apply -f "$EXAMPLES/multi-task-job.yaml"
 watch_pj multi-task-job || true
 check multi-task-job "5/5"
 
-say "3. A parallel work queue: completions unset, parallelism 3"
-show kubectl apply -f "$EXAMPLES/multi-workqueue-job.yaml"
-watch_pj multi-workqueue-job || true
+say "3. A parallel work queue: completions unset, parallelism 3, draining a Redis stream"
+echo "The queue first: Redis, and a producer Job that enqueues 36 items ($WORKQUEUE)"
+show kubectl apply -k "$WORKQUEUE"
+show kubectl rollout status deployment/redis --timeout="${STEP_TIMEOUT}s" || true
+show kubectl wait --for=condition=Complete job/enqueue-items --timeout="${STEP_TIMEOUT}s" || true
+show kubectl exec deploy/redis -- redis-cli XLEN items || true
+echo
+echo "Then the workers: each pod runs paralleljob-worker, one sha256 per item into the hash \"results\""
+show kubectl apply -f "$WORKQUEUE/multi-workqueue-job.yaml"
+watch_pj multi-workqueue-job queue || true
 check multi-workqueue-job "3/1 of 3"
+check_queue multi-workqueue-job
+echo
+echo "Each worker exited 0 only once nothing was left undelivered or pending:"
+show kubectl logs -l app.kubernetes.io/name=multi-workqueue-job --prefix --tail=1 || true
+show kubectl exec deploy/redis -- redis-cli HGET results item-001 || true
 
 say "   parallelism can change at run time; on a finished work queue only the display follows"
 show kubectl patch pj multi-workqueue-job --type=merge -p '{"spec": {"parallelism": 1}}'
@@ -126,15 +202,27 @@ sleep 2
 show kubectl get pj
 check multi-workqueue-job "3/1 of 2"
 
-say "4. A one-at-a-time work queue: completions unset, parallelism 1"
-show kubectl apply -f "$EXAMPLES/single-workqueue-job.yaml"
-watch_pj single-workqueue-job || true
-check single-workqueue-job "1/1"
+say "4. A one-at-a-time work queue: completions unset, parallelism 1, raised to 2 while it runs"
+echo "40 more items on the same stream, by the same producer CLI:"
+show kubectl create job enqueue-more --image="$WORKER_IMAGE" -- \
+  sh -c 'seq -f item-%03g 37 76 | paralleljob-worker enqueue --redis redis://redis:6379/0 --stream items'
+show kubectl wait --for=condition=Complete job/enqueue-more --timeout="${STEP_TIMEOUT}s" || true
+queue_read
+done_before=${Q_RESULTS//-/0}
+show kubectl apply -f "$WORKQUEUE/single-workqueue-job.yaml"
+echo "One worker drains the queue; once it has done a few items:"
+wait_results single-workqueue-job $((done_before + 4)) || true
+show kubectl get pj single-workqueue-job
+show kubectl patch pj single-workqueue-job --type=merge -p '{"spec": {"parallelism": 2}}'
+watch_pj single-workqueue-job queue || true
+check single-workqueue-job "2/1 of 2"
+check_queue single-workqueue-job
 
 # --- 3. summary -----------------------------------------------------------------
 say "All four, as kubectl prints them"
 show kubectl get pj
 show kubectl get pods
+show kubectl exec deploy/redis -- redis-cli XINFO GROUPS items || true
 
 say "Summary ($((SECONDS - start))s)"
 echo "operator: deployment/paralleljob-operator in $PJ_SYSTEM_NAMESPACE, image $operator_image ($CLUSTER cluster)"
@@ -148,6 +236,7 @@ echo "The cluster is still running. Explore it:"
 if [ "$CLUSTER" = local ]; then
   echo "  export KUBECONFIG=$LOCAL_KUBECONFIG PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:\$PATH"
   echo "  kubectl -n $NS get pj,pods;  kubectl -n $PJ_SYSTEM_NAMESPACE logs deploy/paralleljob-operator"
+  echo "  kubectl -n $NS exec deploy/redis -- redis-cli HGETALL results"
   echo "Stop it:  make cluster-down   (and the docker engine that built the image: make docker-down)"
 else
   echo "  kubectl --context $KUBE_CONTEXT -n $NS get pj,pods"

@@ -10,6 +10,10 @@
 #                          Dockerfile on a Debian-assembled base image, the
 #                          image imported into the node's containerd
 #
+# The image (hack/node-image.sh) is skipped when the one built from the same
+# inputs is on the node already; it also carries paralleljob-worker, which
+# manifests/examples/workqueue runs as paralleljob-operator:dev.
+#
 # Both then apply the same manifests (kubectl apply -k) with the image tag
 # and configuration set by a throwaway overlay, and wait for the rollout.
 # Configuration (environment): any key of manifests/config.env, e.g.
@@ -43,40 +47,11 @@ else
 fi
 kubectl version >/dev/null 2>&1 || die "the $mode cluster does not answer ($(kube_desc)); for the local cluster run make cluster"
 
-# 2. Image.
-if [ -n "${PJ_IMAGE:-}" ]; then
-  image=$PJ_IMAGE
-else
-  image_args=()
-  [ "$mode" = kind ] || image_args=(--local)
-  image=$("$HACK_DIR/image.sh" "${image_args[@]}")
-fi
+# 2. The image, built (cached by its inputs) and loaded into the node(s) by
+# hack/node-image.sh, as paralleljob-operator:<id> and :dev.
+image=$(KIND_CLUSTER_NAME=$KIND_CLUSTER_NAME "$HACK_DIR/node-image.sh" "$mode")
 
-# 3. Into the node(s).
-if [ "$mode" = kind ]; then
-  log "deploy: kind load docker-image $image"
-  kind load docker-image "$image" --name "$KIND_CLUSTER_NAME" >/dev/null
-else
-  if kubectl get nodes -o jsonpath='{range .items[*].status.images[*]}{.names}{"\n"}{end}' 2>/dev/null \
-      | grep -qF "docker.io/library/$image\""; then
-    log "deploy: $image already on the node"
-  else
-    [ -x "$HACK_DIR/load-image.sh" ] || die "hack/load-image.sh is missing (the local cluster's image importer)"
-    tarball=$CACHE_DIR/images/operator/${image//[:\/]/_}.tar
-    mkdir -p "$(dirname "$tarball")"
-    export DOCKER_HOST=${DOCKER_HOST:-$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')}
-    if [ ! -s "$tarball" ]; then
-      # Only the latest operator image is worth keeping.
-      rm -f "$(dirname "$tarball")"/*.tar
-      "${PJ_DOCKER_CLI:-/usr/bin/docker}" save -o "$tarball.tmp" "$image"
-      mv "$tarball.tmp" "$tarball"
-    fi
-    log "deploy: importing $image into the node's containerd"
-    "$HACK_DIR/load-image.sh" "$tarball" >&2
-  fi
-fi
-
-# 4. Manifests, through an overlay that pins the image and the configuration.
+# 3. Manifests, through an overlay that pins the image and the configuration.
 overlay=$(mktemp -d)
 trap 'rm -rf "$overlay"' EXIT
 {
@@ -105,7 +80,7 @@ log "deploy: kubectl apply -k manifests/ (image $image)"
 kubectl apply -k "$overlay" --server-side --force-conflicts --field-manager=paralleljob-deploy >&2
 kubectl wait --for=condition=Established --timeout=60s crd/paralleljobs.paralleljob.dev >/dev/null
 
-# 5. Rollout. A pod that crashes (bad configuration: it prints one line and
+# 4. Rollout. A pod that crashes (bad configuration: it prints one line and
 # exits 1) or cannot get its image fails the deploy at once, with its log.
 ns=$PJ_SYSTEM_NAMESPACE
 # A pod left crash-looping by an earlier deploy of the same spec would stay in

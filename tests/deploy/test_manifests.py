@@ -24,16 +24,20 @@ def test_manifests_pass_server_side_dry_run(deployed: Kubectl) -> None:
         "--force-conflicts",
         "--field-manager=dry-run-test",
     )
+    applied = out.stdout.splitlines()
     for kind in (
         "namespace/",
         "customresourcedefinition",
         "serviceaccount/",
-        "clusterrole",
-        "clusterrolebinding",
+        "clusterrole.",
+        "clusterrolebinding.",
+        "role.rbac.authorization.k8s.io/paralleljob-operator-leader-election",
+        "rolebinding.rbac.authorization.k8s.io/paralleljob-operator-leader-election",
         "configmap/",
         "deployment",
+        "poddisruptionbudget.policy/paralleljob-operator",
     ):
-        assert kind in out.stdout, (kind, out.stdout)
+        assert any(line.startswith(kind) for line in applied), (kind, out.stdout)
     # The same through the plain client-side path a user may take.
     deployed.run("apply", "-k", str(REPO / "manifests"), "--dry-run=server")
 
@@ -55,6 +59,20 @@ def test_examples_kustomization_passes_server_side_dry_run(
         "-n", namespace, "apply", "-k", str(REPO / "manifests" / "examples"), "--dry-run=server"
     )
     assert out.stdout.count("paralleljob.paralleljob.dev/") == 4, out.stdout
+
+
+def test_workqueue_example_passes_server_side_dry_run(deployed: Kubectl, namespace: str) -> None:
+    """manifests/examples/workqueue: its kustomization (Redis and the producer), then each
+    work-queue ParallelJob (applied once the queue is full, so not in the kustomization)."""
+    example = REPO / "manifests" / "examples" / "workqueue"
+    out = deployed.run("-n", namespace, "apply", "-k", str(example), "--dry-run=server")
+    for created in ("service/redis", "deployment.apps/redis", "job.batch/enqueue-items"):
+        assert created in out.stdout, out.stdout
+    for name in ("multi-workqueue-job", "single-workqueue-job"):
+        out = deployed.run(
+            "-n", namespace, "apply", "-f", str(example / f"{name}.yaml"), "--dry-run=server"
+        )
+        assert f"paralleljob.paralleljob.dev/{name}" in out.stdout, out.stdout
 
 
 @pytest.mark.localcluster
@@ -93,5 +111,5 @@ def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
         # Whatever failed above, the tests after this one need the operator back.
         deploy_local(deployed)
     deploy = deployed.json("-n", SYSTEM_NAMESPACE, "get", "deployment", DEPLOYMENT)
-    assert deploy["status"].get("availableReplicas") == 1
+    assert deploy["status"].get("availableReplicas") == 2
     deployed.run("get", "crd", CRD)

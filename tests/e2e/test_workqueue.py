@@ -1,0 +1,486 @@
+"""The work-queue pattern for real (docs/worker.md): ``paralleljob-worker`` pods drain a Redis
+stream on the real node, their ParallelJob driven by the operator (the ``operator`` fixture,
+watching only the test's namespace), and no item is lost when workers are deleted, SIGKILLed or
+scaled down, a poison item is dead-lettered, and an unreachable Redis fails the pods with one
+line under the job's backoffLimit.
+
+What runs, and why:
+
+* The worker runs from the operator's image (it carries both console scripts). The session
+  fixture ``worker_image`` puts it on the node with ``hack/node-image.sh``, the script
+  ``make deploy-local``/``make deploy`` use: it hashes the image's build inputs and, when the
+  image built from them is on the node already, returns at once without building or even
+  starting a docker engine; otherwise it builds (docker's layer cache) and imports it. The
+  tests use the content tag it prints, never ``:dev``. ``PJ_WORKER_IMAGE`` names an image the
+  node already has and skips the script (e.g. on a cluster that is neither local nor kind).
+* Redis (``redis:7.0.15``, preloaded on the local cluster's node) and the producer are the
+  example's own manifests (``manifests/examples/workqueue``), applied into the test's
+  namespace; the ParallelJobs are the example's, with the test's image, parallelism, worker
+  flags and task.
+* Redis is read with ``kubectl exec`` and ``redis-cli --json`` in the Redis pod: nothing to
+  forward, nothing that outlives the test, and the JSON is parsed, not scraped.
+* The task records, besides each item's sha256 in ``results``, how many times each item ran
+  (``runs``, in the same MULTI), so "exactly once" is checked where it must hold. A worker is
+  caught mid-item deterministically: the task of a pod named in the set ``hold`` writes its
+  item to the hash ``held`` and then hangs, so the test deletes or SIGKILLs a worker that is
+  certainly in the middle of that item, and finds out who finished it afterwards.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Cluster
+from tests.support.wait import wait_until
+
+from .conftest import Operator
+from .support import Kubectl, PodWatch, kubectl, phase
+
+pytestmark = [pytest.mark.realnode]
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE = REPO / "manifests" / "examples" / "workqueue"
+NODE_IMAGE = REPO / "hack" / "node-image.sh"
+DOCKERD = REPO / "hack" / "dockerd.sh"
+STREAM = "items"
+DEAD = f"{STREAM}:dead"
+GROUP = "workers"
+REDIS_LABEL = "app.kubernetes.io/name=redis"
+
+#: The per-item task of these tests (the example's, plus what the tests observe): the item's
+#: sha256 into ``results`` and a count of its runs into ``runs``, after ITEM_SECONDS of
+#: "work"; exit 3 for the item POISON; hang (mid-item) when the pod is in the set ``hold``.
+TASK = """\
+import hashlib, os, sys, time
+import redis
+item, pod = os.environ["PJ_ITEM"], os.environ["POD_NAME"]
+r = redis.Redis.from_url(os.environ["REDIS_URL"])
+if item == os.environ.get("POISON"):
+    sys.exit(3)
+if r.sismember("hold", pod):
+    r.hset("held", pod, item)
+    time.sleep(600)
+time.sleep(float(os.environ.get("ITEM_SECONDS", "0")))
+pipe = r.pipeline()
+pipe.hset("results", item, hashlib.sha256(item.encode()).hexdigest())
+pipe.hincrby("runs", item, 1)
+pipe.execute()
+"""
+
+#: Run in a worker pod that shares its process namespace (so that the worker is not PID 1,
+#: which ignores a SIGKILL sent from inside its own namespace): SIGKILLs the worker.
+KILL_WORKER = """\
+import os, signal
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv = f.read().split(b"\\0")
+    except OSError:
+        continue
+    if any(a == b"paralleljob-worker" or a.endswith(b"/paralleljob-worker") for a in argv[:2]):
+        print(pid, flush=True)
+        os.kill(int(pid), signal.SIGKILL)
+"""
+
+
+# ------------------------------------------------------------------ the image on the node
+
+
+def _kind_cluster_name() -> str | None:
+    context = kubectl("config", "current-context", check=False).stdout.strip()
+    return context.removeprefix("kind-") if context.startswith("kind-") else None
+
+
+@pytest.fixture(scope="session")
+def worker_image(cluster: Cluster) -> Iterator[str]:
+    """The operator's image, which has paralleljob-worker, on the node: its reference."""
+    given = os.environ.get("PJ_WORKER_IMAGE")
+    if given:
+        yield given
+        return
+    env = dict(os.environ)
+    if cluster.local:
+        mode = "local"
+    else:
+        kind = _kind_cluster_name()
+        if kind is None:
+            pytest.skip(
+                "the worker image goes onto the local cluster or kind; else set PJ_WORKER_IMAGE"
+            )
+        mode = "kind"
+        env.update(PJ_USER_KUBECONFIG=cluster.kubeconfig, KIND_CLUSTER_NAME=kind)
+    engine_was_running = mode == "kind" or _dockerd_running()
+    proc = subprocess.run(
+        [str(NODE_IMAGE), mode], env=env, capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"hack/node-image.sh {mode} failed:\n{proc.stderr[-4000:]}", pytrace=False)
+    image = proc.stdout.strip().splitlines()[-1]
+    try:
+        yield image
+    finally:
+        if not engine_was_running and _dockerd_running():
+            # The engine this session started goes; its data root (the layer cache) stays.
+            subprocess.run([str(DOCKERD), "stop"], capture_output=True, timeout=120, check=False)
+
+
+def _dockerd_running() -> bool:
+    return subprocess.run([str(DOCKERD), "status"], capture_output=True).returncode == 0
+
+
+# ------------------------------------------------------------------ Redis and the queue
+
+
+def _example(name: str) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all((EXAMPLE / name).read_text()) if d]
+
+
+def sha256(item: str) -> str:
+    return hashlib.sha256(item.encode()).hexdigest()
+
+
+@dataclass
+class Queue:
+    """The example's Redis in the test's namespace, read and written through redis-cli."""
+
+    k: Kubectl
+    pod: str
+    image: str
+
+    def cli(self, *args: str) -> Any:
+        out = self.k.run("exec", self.pod, "-c", "redis", "--", "redis-cli", "--json", *args)
+        text = out.stdout.strip()
+        # redis-cli prints an error reply as `error:"..."` and still exits 0.
+        assert not text.startswith("error:"), f"redis-cli {' '.join(args)}: {text}"
+        return json.loads(text)
+
+    def hash(self, key: str) -> dict[str, str]:
+        return dict(self.cli("HGETALL", key))
+
+    def group(self) -> dict[str, Any]:
+        [group] = [g for g in self.cli("XINFO", "GROUPS", STREAM) if g["name"] == GROUP]
+        return dict(group)
+
+    def pending_of(self, consumer: str) -> list[str]:
+        """The entry ids the consumer holds (delivered to it, not acked)."""
+        return [e[0] for e in self.cli("XPENDING", STREAM, GROUP, "-", "+", "100", consumer)]
+
+    def dead_letters(self) -> list[dict[str, str]]:
+        letters = []
+        for _, fields in self.cli("XRANGE", DEAD, "-", "+"):
+            letters.append(dict(zip(fields[::2], fields[1::2], strict=True)))
+        return letters
+
+    def item_of(self, entry_id: str) -> str:
+        [[_, fields]] = self.cli("XRANGE", STREAM, entry_id, entry_id)
+        return str(dict(zip(fields[::2], fields[1::2], strict=True))["item"])
+
+    def enqueue(self, first: int, last: int) -> list[str]:
+        """Runs the example's producer Job for item-FIRST .. item-LAST; returns the items."""
+        [job] = _example("enqueue-job.yaml")
+        name = f"enqueue-{first}-{last}"
+        job["metadata"]["name"] = name
+        [container] = job["spec"]["template"]["spec"]["containers"]
+        container["image"] = self.image
+        values = {"FIRST": str(first), "LAST": str(last)}
+        for var in container["env"]:
+            var["value"] = values.get(var["name"], var["value"])
+        before = int(self.cli("XLEN", STREAM))
+        self.k.run("create", "-f", "-", input=json.dumps(job))
+
+        def finished() -> str | None:
+            conditions = self.k.json("get", "job", name).get("status", {}).get("conditions", [])
+            done = [c["type"] for c in conditions if c["status"] == "True"]
+            return next((t for t in ("Complete", "Failed") if t in done), None)
+
+        outcome = wait_until(finished, timeout=180, interval=1, what=f"producer Job {name}")
+        logs = self.k.run("logs", f"job/{name}", check=False).stdout
+        assert outcome == "Complete", f"the producer failed:\n{logs}"
+        items = [f"item-{i:03d}" for i in range(first, last + 1)]
+        assert int(self.cli("XLEN", STREAM)) == before + len(items)
+        return items
+
+    def assert_done(self, items: list[str], *, once: bool) -> dict[str, int]:
+        """Every item has its correct result, none is dead, nothing is undelivered or
+        pending; with ``once``, every item ran exactly once. Returns the runs per item."""
+        results = self.hash("results")
+        assert sorted(set(items) - set(results)) == [], "items without a result"
+        assert sorted(set(results) - set(items)) == [], "results of no item"
+        assert [i for i in items if results[i] != sha256(i)] == [], "wrong results"
+        assert self.dead_letters() == []
+        group = self.group()
+        assert (group["lag"], group["pending"]) == (0, 0), group
+        runs = {item: int(n) for item, n in self.hash("runs").items()}
+        if once:
+            assert {i: n for i, n in runs.items() if n != 1} == {}, "items run more than once"
+        return runs
+
+
+@pytest.fixture
+def queue(k: Kubectl, worker_image: str) -> Queue:
+    """The example's Redis Deployment and Service in the test's namespace, ready."""
+    k.run("apply", "-f", str(EXAMPLE / "redis.yaml"))
+
+    def ready_pod() -> str | None:
+        for pod in k.json("get", "pods", "-l", REDIS_LABEL)["items"]:
+            conditions = pod.get("status", {}).get("conditions") or []
+            if any(c["type"] == "Ready" and c["status"] == "True" for c in conditions):
+                return str(pod["metadata"]["name"])
+        return None
+
+    try:
+        pod = wait_until(ready_pod, timeout=120, interval=1, what="the Redis pod to be Ready")
+    except AssertionError:
+        print(k.run("describe", "pods", "-l", REDIS_LABEL, check=False).stdout)
+        raise
+    return Queue(k, pod, worker_image)
+
+
+# ------------------------------------------------------------------ the worker ParallelJob
+
+
+def worker_template(
+    image: str, *flags: str, shared_pids: bool = False, **env: str
+) -> dict[str, Any]:
+    """The example's worker pod template, running TASK, with ``flags`` after the example's
+    worker options and ``env`` added."""
+    [pj] = _example("multi-workqueue-job.yaml")
+    template: dict[str, Any] = copy.deepcopy(pj["spec"]["template"])
+    spec = template["spec"]
+    [container] = spec["containers"]
+    assert container["command"][:5] == [
+        "paralleljob-worker",
+        "--redis",
+        "$(REDIS_URL)",
+        "--stream",
+        STREAM,
+    ], container["command"]
+    container["image"] = image
+    # The example's options, then the test's (argparse: the last one given wins).
+    options = container["command"][: container["command"].index("--")]
+    container["command"] = [*options, *flags, "--", "python3", "-c", TASK]
+    container["env"] += [{"name": name, "value": value} for name, value in env.items()]
+    if shared_pids:
+        spec["shareProcessNamespace"] = True
+    return template
+
+
+def _show(k: Kubectl, name: str, when: str) -> None:
+    print(f"\n$ kubectl get pj {name}   # {when}\n{k.get_pj_text(name)}", end="")
+
+
+def _finished(k: Kubectl, name: str, timeout: float = 300) -> str:
+    return wait_until(lambda: k.finished(name), timeout=timeout, interval=1, what=f"{name} done")
+
+
+def _terminated(pod: dict[str, Any]) -> dict[str, Any]:
+    """The state of the pod's (one) container once it has ended, else {}."""
+    statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+    return dict(statuses[0].get("state", {}).get("terminated") or {})
+
+
+def _logs(k: Kubectl, pods: list[str]) -> dict[str, str]:
+    return {pod: k.run("logs", pod, check=False).stdout for pod in pods}
+
+
+# ------------------------------------------------------------------ what must be shown
+
+
+def test_200_items_parallelism_4_each_done_exactly_once(
+    operator: Operator, k: Kubectl, queue: Queue, core_v1: Any
+) -> None:
+    name = "wq-200"
+    items = queue.enqueue(1, 200)
+
+    def at_most_4(pods: dict[str, dict[str, Any]]) -> str | None:
+        return f"{len(pods)} pods" if len(pods) > 4 else None
+
+    with PodWatch(core_v1, k.ns, name, at_most_4) as watch:
+        k.create_pj(name, worker_template(queue.image, ITEM_SECONDS="0.05"), parallelism=4)
+        wait_until(lambda: len(k.pods(name)) == 4, timeout=60, what="four worker pods")
+        _show(k, name, "running")
+        assert _finished(k, name) == "Complete"
+    assert watch.errors == [] and len(watch.created) == 4
+    row = k.row(name)
+    assert (row.status, row.completions) == ("Complete", "4/1 of 4")
+    _show(k, name, "complete")
+    status = k.status(name)
+    assert (status.get("succeeded"), status.get("failed", 0)) == (4, 0)
+    assert all(phase(p) == "Succeeded" for p in k.pods(name))
+    queue.assert_done(items, once=True)
+
+
+def test_nothing_lost_when_a_worker_is_deleted_and_another_sigkilled_mid_item(
+    operator: Operator, k: Kubectl, queue: Queue
+) -> None:
+    name = "wq-kill"
+    items = queue.enqueue(1, 200)
+    # A short visibility timeout, so that the SIGKILLed worker's item is reclaimed soon; a
+    # short grace period, after which the deleted worker kills its (hanging) item and hands
+    # it back.
+    template = worker_template(
+        queue.image,
+        "--visibility-timeout",
+        "5",
+        "--grace-seconds",
+        "2",
+        shared_pids=True,
+        ITEM_SECONDS="0.2",
+    )
+    k.create_pj(name, template, parallelism=4, backoffLimit=6)
+    pods = wait_until(
+        lambda: [p["metadata"]["name"] for p in k.pods(name)] if len(k.pods(name)) == 4 else None,
+        timeout=60,
+        what="four worker pods",
+    )
+    deleted, killed = pods[0], pods[1]
+    queue.cli("SADD", "hold", deleted, killed)
+
+    def both_held() -> dict[str, str] | None:
+        held = queue.hash("held")
+        return held if {deleted, killed} <= set(held) else None
+
+    held = wait_until(
+        both_held,
+        timeout=120,
+        interval=1,
+        what=f"{deleted} and {killed} to be in the middle of an item",
+    )
+    [deleted_id] = queue.pending_of(deleted)
+    [killed_id] = queue.pending_of(killed)
+    assert (queue.item_of(deleted_id), queue.item_of(killed_id)) == (held[deleted], held[killed])
+
+    k.run("delete", "pod", deleted, "--wait=false")
+    # The container ends with its worker, and this exec with it: its status says nothing.
+    try:
+        kill = k.run(
+            "exec", killed, "-c", "worker", "--", "python3", "-c", KILL_WORKER, check=False
+        )
+        said = kill.stdout + kill.stderr
+    except subprocess.TimeoutExpired:
+        said = "kubectl exec timed out"
+    wait_until(
+        lambda: _terminated(k.json("get", "pod", killed)),
+        timeout=60,
+        what=f"{killed}'s container to end (exec: {said})",
+    )
+    _show(k, name, f"{deleted} deleted, {killed}'s worker SIGKILLed")
+
+    assert _finished(k, name) == "Complete"
+    row = k.row(name)
+    status = k.status(name)
+    assert status.get("failed") == 2, status
+    assert (row.status, row.completions) == ("Complete", f"{status['succeeded']}/1 of 4")
+    _show(k, name, "complete")
+    # Killed by SIGKILL: 128 + 9.
+    assert _terminated(k.json("get", "pod", killed))["exitCode"] == 137
+
+    runs = queue.assert_done(items, once=False)
+    # The two held items were never finished where they were held...
+    assert (runs[held[deleted]], runs[held[killed]]) == (1, 1)
+    # ...but by another worker, which got them a second time: the deleted worker's handed
+    # back at once after its grace period, the killed one's reclaimed after the timeout.
+    others = [p["metadata"]["name"] for p in k.pods(name) if p["metadata"]["name"] != killed]
+    logs = "\n".join(_logs(k, others).values())
+    for entry_id in (deleted_id, killed_id):
+        done = re.search(rf"item {entry_id} done in \S+ \(delivery (\d+)\)", logs)
+        assert done is not None, f"no other worker logged item {entry_id} done:\n{logs[-3000:]}"
+        assert int(done.group(1)) >= 2
+
+
+def test_scaled_down_mid_run_nothing_lost_and_no_failure_counted(
+    operator: Operator, k: Kubectl, queue: Queue, core_v1: Any
+) -> None:
+    name = "wq-scale"
+    items = queue.enqueue(1, 200)
+    with PodWatch(core_v1, k.ns, name) as watch:
+        k.create_pj(name, worker_template(queue.image, ITEM_SECONDS="0.1"), parallelism=4)
+        wait_until(
+            lambda: int(queue.cli("HLEN", "results")) >= 100 or k.finished(name),
+            timeout=300,
+            interval=1,
+            what="half the items done",
+        )
+        assert k.finished(name) is None, "done before the scale-down: make the items slower"
+        group = queue.group()
+        assert group["lag"] > 0, group
+        # The operator deletes three workers: each finishes its item (or hands it back) on
+        # SIGTERM and exits 143; the one left drains the rest.
+        k.patch_pj(name, {"spec": {"parallelism": 1}})
+        _show(k, name, "parallelism patched 4 -> 1")
+        assert _finished(k, name, timeout=400) == "Complete"
+    assert watch.errors == []
+    assert len(watch.created) == 4, "a scaled-down worker was replaced"
+    row = k.row(name)
+    assert (row.status, row.completions) == ("Complete", "1/1")
+    _show(k, name, "complete")
+    status = k.status(name)
+    assert (status.get("succeeded"), status.get("failed", 0)) == (1, 0)
+    queue.assert_done(items, once=True)
+
+
+def test_a_poison_item_is_dead_lettered_and_the_job_completes(
+    operator: Operator, k: Kubectl, queue: Queue
+) -> None:
+    name = "wq-poison"
+    items = queue.enqueue(1, 20)
+    poison = "item-007"
+    k.create_pj(name, worker_template(queue.image, POISON=poison), parallelism=2)
+    assert _finished(k, name) == "Complete"
+    row = k.row(name)
+    assert (row.status, row.completions) == ("Complete", "2/1 of 2")
+    assert k.status(name).get("failed", 0) == 0
+    [letter] = queue.dead_letters()
+    pods = {p["metadata"]["name"] for p in k.pods(name)}
+    assert letter["item"] == poison
+    assert letter["reason"] == "COMMAND exited with status 3"
+    assert letter["deliveries"] == "1"
+    assert letter["consumer"] in pods
+    assert queue.item_of(letter["id"]) == poison
+    results = queue.hash("results")
+    good = [i for i in items if i != poison]
+    assert sorted(results) == good
+    assert all(results[i] == sha256(i) for i in good)
+    group = queue.group()
+    assert (group["lag"], group["pending"]) == (0, 0), group
+
+
+def test_redis_down_pods_fail_with_one_line_and_backoff_limit_applies(
+    operator: Operator, k: Kubectl, worker_image: str
+) -> None:
+    name = "wq-no-redis"
+    # No Redis in this namespace: `redis` does not resolve.
+    template = worker_template(worker_image, "--retry-seconds", "3")
+    k.create_pj(name, template, parallelism=1, backoffLimit=1)
+    assert _finished(k, name, timeout=180) == "Failed"
+    failed = k.condition(name, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
+    assert k.status(name).get("failed") == 2
+    row = k.row(name)
+    assert (row.status, row.completions) == ("Failed", "0/1")
+    _show(k, name, "failed")
+    pods = k.pods(name)
+    assert len(pods) == 2
+    one_line = re.compile(
+        r"paralleljob-worker: error: Redis unreachable for 3s: .*\bredis:6379\b.*"
+    )
+    for pod in pods:
+        terminated = _terminated(pod)
+        assert terminated["exitCode"] == 1, terminated
+        # FallbackToLogsOnError (the example's): the log's tail is the pod's message.
+        message = terminated.get("message", "").strip().splitlines() or [""]
+        assert one_line.fullmatch(message[-1]), terminated
+        log = k.run("logs", pod["metadata"]["name"]).stdout.strip().splitlines()
+        assert one_line.fullmatch(log[-1]), log
