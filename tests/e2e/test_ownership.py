@@ -67,16 +67,24 @@ def test_a_pod_whose_label_is_removed_is_released_and_replaced_not_failed(
 
 
 def test_a_matching_orphan_is_adopted_and_counted(operator: Operator, k: Kubectl) -> None:
-    k.create_pj("adopter", kwok_template("1h"), completions=2, parallelism=1)
-    wait_until(lambda: len(held(k.pods("adopter"))) == 1, timeout=60, what="1 pod held")
+    # Suspended, the job makes no pod of its own: the adoptee is all it has.
+    k.create_pj("adopter", kwok_template("1h"), completions=2, parallelism=1, suspend=True)
+    wait_until(lambda: k.condition("adopter", "Suspended"), timeout=30, what="suspended")
     job_uid = k.pj("adopter")["metadata"]["uid"]
-    _extra_pod(k, "adoptee", job_uid, "2s")
-
-    def adopted() -> bool:
-        pod = _pod(k, "adoptee")
-        return job_uid in _owner_uids(pod)
-
-    wait_until(adopted, timeout=30, what="the orphan adopted (owner reference)")
+    # It finishes unlabelled (a suspended job would delete it as an active pod), then
+    # gets the job's label.
+    _extra_pod(k, "adoptee", "not-yet", "0s")
+    wait_until(
+        lambda: (_pod(k, "adoptee").get("status") or {}).get("phase") == "Succeeded",
+        timeout=60,
+        what="the orphan succeeded",
+    )
+    k.run("label", "pod", "adoptee", "--overwrite", f"{UID_LABEL}={job_uid}")
+    wait_until(
+        lambda: job_uid in _owner_uids(_pod(k, "adoptee")),
+        timeout=30,
+        what="the orphan adopted (owner reference)",
+    )
     wait_until(
         lambda: k.status("adopter").get("succeeded") == 1, timeout=60, what="the adoptee counted"
     )
