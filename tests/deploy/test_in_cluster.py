@@ -89,7 +89,7 @@ def test_operator_runs_from_its_image(deployed: Kubectl) -> None:
 def test_one_replica_leads_and_the_other_stands_by(deployed: Kubectl) -> None:
     leader = _leader(deployed)
     lease = deployed.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)["spec"]
-    assert lease["leaseDurationSeconds"] == 15
+    assert lease["leaseDurationSeconds"] == 9
     for pod in _operator_pods(deployed):
         name = pod["metadata"]["name"]
         logs = deployed.run("-n", SYSTEM_NAMESPACE, "logs", name, "--tail=-1").stdout

@@ -67,6 +67,8 @@ class Operator:
         self.starts += 1
         self.port = _free_port()
         self.metrics_port = _free_port()
+        while self.metrics_port == self.port:  # two free ports, not the same one twice
+            self.metrics_port = _free_port()
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [
