@@ -148,7 +148,9 @@ async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: 
     looked_at = False
     for uid in candidate_jobs(pod):
         rt = controller.jobs.get(uid)
-        if rt is not None:
+        # A stopped loop (its job deleted) may still be finishing a sync that creates
+        # pods: those are orphans already, released below.
+        if rt is not None and not rt.stopped:
             rt.expectations.observe_pod(
                 pod.uid, gone=gone, deleting=pod.deleting, has_finalizer=pod.has_finalizer
             )

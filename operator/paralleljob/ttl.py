@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from . import constants as c
 from .model import Job, JobStatus, find_condition
@@ -26,7 +26,8 @@ def process_ttl(job: Job, status: JobStatus, now: datetime) -> tuple[bool, float
     finished_at = job_finish_time(status)
     if ttl is None or finished_at is None or job.deleting:
         return False, None
-    expires = finished_at + timedelta(seconds=ttl)
-    if now >= expires:
+    # In seconds, not datetimes: a TTL of decades stays a number, never a date overflow.
+    left = ttl - (now - finished_at).total_seconds()
+    if left <= 0:
         return True, None
-    return False, (expires - now).total_seconds()
+    return False, left

@@ -32,8 +32,8 @@ from .support import (
 
 pytestmark = [pytest.mark.chaos, pytest.mark.localcluster]
 
-#: Pods of each kwok run: `make chaos` runs the issue's 1,000, `make test` 300.
-PODS = int(os.environ.get("CHAOS_PODS", "300"))
+#: Pods of each kwok run: `make chaos` runs the issue's 1,000, `make test` 150.
+PODS = int(os.environ.get("CHAOS_PODS", "150"))
 
 
 def _watch(core_v1: Any, k: Kubectl, run: Run) -> PodWatch:
@@ -48,7 +48,7 @@ def _sampler(core_v1: Any, k: Kubectl, run: Run) -> ActiveSampler:
 def test_operator_sigkilled_every_2_to_5_seconds(
     operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
 ) -> None:
-    run = Run("killed", completions=PODS, parallelism=50, duration="3s")
+    run = Run("killed", completions=PODS, parallelism=PODS // 6, duration="3s")
     chaos = random.Random(os.environ.get("CHAOS_SEED", "9"))
     with _watch(core_v1, k, run) as watch, _sampler(core_v1, k, run) as sampler:
         start(k, watch, run)
@@ -72,7 +72,7 @@ def test_operator_sigkilled_every_2_to_5_seconds(
 def test_kube_apiserver_down_for_20_seconds(
     operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
 ) -> None:
-    run = Run("apiserver-down", completions=PODS, parallelism=50)
+    run = Run("apiserver-down", completions=PODS, parallelism=PODS // 6)
     with _watch(core_v1, k, run) as watch, _sampler(core_v1, k, run) as sampler:
         start(k, watch, run)
         reach(watch, PODS // 3)
@@ -86,7 +86,7 @@ def test_kube_apiserver_down_for_20_seconds(
 def test_etcd_restarted(
     operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
 ) -> None:
-    run = Run("etcd-restart", completions=PODS, parallelism=50)
+    run = Run("etcd-restart", completions=PODS, parallelism=PODS // 6)
     with _watch(core_v1, k, run) as watch, _sampler(core_v1, k, run) as sampler:
         start(k, watch, run)
         reach(watch, PODS // 3)
@@ -116,7 +116,7 @@ def _compact_etcd() -> None:
 def test_pod_watch_broken_with_410_gone_relists(
     operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
 ) -> None:
-    run = Run("gone", completions=PODS, parallelism=30)
+    run = Run("gone", completions=PODS, parallelism=PODS // 10)
     with _watch(core_v1, k, run) as watch, _sampler(core_v1, k, run) as sampler:
         start(k, watch, run)
         reach(watch, PODS // 5)

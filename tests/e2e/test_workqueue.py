@@ -404,14 +404,14 @@ def test_scaled_down_mid_run_nothing_lost_and_no_failure_counted(
     operator: Operator, k: Kubectl, queue: Queue, core_v1: Any
 ) -> None:
     name = "wq-scale"
-    items = queue.enqueue(1, 200)
+    items = queue.enqueue(1, 80)
     with PodWatch(core_v1, k.ns, name) as watch:
         k.create_pj(name, worker_template(queue.image, ITEM_SECONDS="0.1"), parallelism=4)
         wait_until(
-            lambda: int(queue.cli("HLEN", "results")) >= 100 or k.finished(name),
+            lambda: int(queue.cli("HLEN", "results")) >= 30 or k.finished(name),
             timeout=300,
             interval=1,
-            what="half the items done",
+            what="30 items done",
         )
         assert k.finished(name) is None, "done before the scale-down: make the items slower"
         group = queue.group()

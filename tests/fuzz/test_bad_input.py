@@ -1,8 +1,9 @@
 """Bad input the API server cannot refuse up front, case by case: a pod template only pod
 validation refuses, a quota that forbids pods, a namespace deleted under a running job,
 jobs deleted while their first sync runs. Each time the operator logs no traceback and
-goes on serving the other jobs. The bugs this found are pinned at the end as strict
-xfails, each naming the bug: one that starts passing fails the run until its mark goes."""
+goes on serving the other jobs. The bugs this found (a pod leaked by a job deleted
+mid-sync, int32 fields unbounded, a TTL overflowing a date, template metadata of the
+wrong type) are fixed; their tests stay."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from tests.e2e.support import Kubectl, held, kubectl, kwok_template
 from tests.support.wait import ConditionTimeout, wait_until
 
 from .conftest import new_namespace
-from .inputs import KNOWN_UNBOUNDED_INT32, Json, job_body
+from .inputs import Json, job_body
 from .support import (
     JobApi,
     OperatorLog,
@@ -179,16 +180,6 @@ def _first_pod(k: Kubectl, name: str) -> None:
 PROPAGATIONS = ("Background", "Foreground", "Orphan")
 
 
-#: Found by test_jobs_deleted_mid_sync_leave_no_tracking_finalizer (6 runs out of 6).
-MID_SYNC_LEAK = (
-    "BUG: a job deleted while its sync creates pods leaves some of them Terminating with the "
-    "tracking finalizer until the operator restarts: job_gone (the DELETED event) stops the "
-    "loop and releases only the pods already in the index, the sync in flight goes on "
-    "creating pods, and pod events that come while the stopped loop is still in "
-    "Controller.jobs only poke it (handlers.pod_event: looked_at), so no orphan release"
-)
-
-
 RELEASE = '[{"op": "remove", "path": "/metadata/finalizers"}]'
 
 
@@ -198,7 +189,6 @@ def _release_by_hand(k: Kubectl, pods: list[str]) -> None:
         k.run("patch", "pod", pod, "--type=json", "-p", RELEASE, check=False)
 
 
-@pytest.mark.xfail(strict=True, reason=MID_SYNC_LEAK)
 def test_jobs_deleted_mid_sync_leave_no_tracking_finalizer(
     operator: Operator, k: Kubectl, jobs: JobApi
 ) -> None:
@@ -231,34 +221,17 @@ def test_jobs_deleted_mid_sync_leave_no_tracking_finalizer(
     assert leaked == [], f"pods left with the tracking finalizer: {leaked}"
 
 
-# ---------------------------------------------------------------- known bugs, pinned
-
-#: Found by probing the API with the fuzz inputs (dry runs).
-INT32_UNBOUNDED = (
-    "BUG (CRD): `format: int32` bounds nothing, so the API accepts completions, "
-    "backoffLimit and ttlSecondsAfterFinished from 2^31 up to 2^63-1, which a batch/v1 "
-    "Job refuses (parallelism alone is bounded, by the scale subresource); the CRD needs "
-    "`maximum: 2147483647` on them (then empty inputs.KNOWN_UNBOUNDED_INT32)"
+# ------------------------------------------------- the bugs this found, fixed since
+@pytest.mark.parametrize(
+    "field", ["completions", "parallelism", "backoffLimit", "ttlSecondsAfterFinished"]
 )
-
-
-@pytest.mark.xfail(strict=True, reason=INT32_UNBOUNDED)
-@pytest.mark.parametrize("field", sorted(KNOWN_UNBOUNDED_INT32))
 def test_int32_fields_refuse_values_beyond_int32(jobs: JobApi, field: str) -> None:
+    """`format: int32` bounds nothing in a CRD: the schema's maximum does, as a Job's."""
     spec = {"completions": 1, field: 2**31, "template": kwok_template("0s")}
     answer = jobs.create(job_body("beyond-int32", spec), dry_run=True)
     check_refusal(answer, [f"spec.{field}"], f"{field} 2^31")
 
 
-TTL_OVERFLOW = (
-    "BUG: a ttlSecondsAfterFinished past year 9999 (2^40 s; the CRD accepts up to 2^63-1) "
-    "makes ttl.process_ttl raise OverflowError (datetime + timedelta) in every sync of the "
-    "finished job, before status write 2: the job never shows Complete, and the operator "
-    "logs a traceback per retry"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=TTL_OVERFLOW)
 def test_a_ttl_beyond_the_calendar_is_refused_or_harmless(operator: Operator, jobs: JobApi) -> None:
     spec = {"completions": 1, "ttlSecondsAfterFinished": 2**40, "template": kwok_template("0s")}
     answer = jobs.create(job_body("far-ttl", spec))
@@ -270,16 +243,6 @@ def test_a_ttl_beyond_the_calendar_is_refused_or_harmless(operator: Operator, jo
     assert_no_traceback(operator)
 
 
-TEMPLATE_METADATA_TYPES = (
-    "BUG: the CRD keeps spec.template.metadata as it is, and pods.build_pod calls dict() "
-    "on its labels and annotations and iterates its finalizers: a list or a string there "
-    "(or a number for finalizers) raises ValueError/TypeError in every sync, a traceback "
-    "per retry, and the job gets neither PodCreationFailed nor a FailedCreate event "
-    "(a Job's API refuses such a template: it is an ObjectMeta)"
-)
-
-
-@pytest.mark.xfail(strict=True, reason=TEMPLATE_METADATA_TYPES)
 @pytest.mark.parametrize(
     ("key", "value"),
     [("labels", ["x"]), ("annotations", "x"), ("finalizers", 5)],

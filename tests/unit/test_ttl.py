@@ -32,6 +32,8 @@ def finished(ctype: str, ago: int) -> JobStatus:
         pytest.param(finished(c.COND_FAILED, 0), 10, (False, 10), id="failed now, 10s TTL"),
         pytest.param(finished(c.COND_FAILED, 10), 15, (False, 5), id="failed 10s ago, 15s TTL"),
         pytest.param(finished(c.COND_FAILED, 20), 15, (True, None), id="failed 20s ago, 15s TTL"),
+        # Beyond the calendar (year 9999): a number of seconds, never a date overflow.
+        pytest.param(finished(c.COND_COMPLETE, 0), 2**40, (False, 2**40), id="TTL 2^40"),
     ],
 )
 def test_process_ttl(
