@@ -378,7 +378,7 @@ class Controller:
         twice and loses none: the next sync resumes from what the API server holds."""
         if await self._prepare(rt):
             return SyncReport(delay=0.0)
-        pods = await self._claim_pods(rt, pods_of(rt.uid))
+        pods = await self._claim_pods(rt, pods_of)
         ctx = self._sync_context(rt, pods)
         plan = plan_pods(ctx)
         started = self.clock.monotonic()
@@ -429,12 +429,19 @@ class Controller:
         rt.offer(await self._patch(rt, self.api.patch_job, patch, meta.get("resourceVersion")))
         return True
 
-    async def _claim_pods(self, rt: JobRuntime, candidates: Iterable[PodInfo]) -> list[PodInfo]:
+    async def _claim_pods(self, rt: JobRuntime, pods_of: PodsOf) -> list[PodInfo]:
         """getPodsForJob: the pods the job owns, after adopting the orphans that match
         it and releasing its pods that no longer do (ref_manager.py). A refused adoption
-        or release fails the sync (retried), as upstream's does."""
+        or release fails the sync (retried), as upstream's does.
+
+        The pods returned are the cache as it is when this returns: the caller checks
+        the expectations against them with no await in between, since a pod event
+        handled meanwhile settles an expectation that an older snapshot would not show
+        (and the sync would create that pod again)."""
         deleting = rt.body["metadata"].get("deletionTimestamp") is not None
-        claims = claim_pods(rt.uid, rt.namespace, deleting, candidates)
+        claims = claim_pods(rt.uid, rt.namespace, deleting, pods_of(rt.uid))
+        if not (claims.adopt or claims.release):
+            return list(claims.owned)
         owner = owner_reference(rt.body)
         adopted, released = await asyncio.gather(
             asyncio.gather(*(self._adopt(rt, p, owner) for p in claims.adopt)),
@@ -443,7 +450,12 @@ class Controller:
         errors = [e for e in (*adopted, *released) if isinstance(e, ApiError)]
         if errors:
             raise errors[0]
-        return [*claims.owned, *(p for p in adopted if isinstance(p, PodInfo))]
+        # A fresh snapshot; the pods just adopted as the adoption left them until the
+        # cache shows it.
+        now_adopted = {p.uid: p for p in adopted if isinstance(p, PodInfo)}
+        fresh = claim_pods(rt.uid, rt.namespace, deleting, pods_of(rt.uid))
+        owned = {p.uid: p for p in fresh.owned}
+        return list({**owned, **{u: p for u, p in now_adopted.items() if u not in owned}}.values())
 
     async def _adopt(
         self, rt: JobRuntime, pod: PodInfo, owner: JsonDict

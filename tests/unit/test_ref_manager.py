@@ -94,3 +94,27 @@ def test_a_refused_adoption_fails_the_sync_before_anything_is_counted() -> None:
     with pytest.raises(ApiError):
         asyncio.run(sim.controller.sync(sim.runtime, sim.api.pods_of))
     assert [call.method for call in sim.api.calls[mark:]] == ["adopt_pod"]
+
+
+def test_a_pod_event_handled_during_the_claim_never_settles_a_stale_snapshot() -> None:
+    """The claim's snapshot and the expectations are read with no await between them: a
+    pod event handled in between would settle the creation of a pod the snapshot does not
+    show, and the sync would create it again."""
+    sim = _running()
+    hidden = sim.active()[1]
+    runtime = sim.runtime
+    # Just created by the operator, not yet shown by the cache; its event is on its way.
+    runtime.expectations.expect_creation(hidden.uid, sim.now.timestamp())
+
+    def lagging_cache(uid: str) -> list[PodInfo]:
+        def event() -> None:
+            runtime.expectations.observe_pod(
+                hidden.uid, gone=False, deleting=False, has_finalizer=True
+            )
+
+        asyncio.get_running_loop().call_soon(event)
+        return [p for p in sim.api.pods_of(uid) if p.uid != hidden.uid]
+
+    runtime.offer(sim.api.job)
+    report = asyncio.run(sim.controller.sync(runtime, lagging_cache))
+    assert report.plan.create == 0, "not while a creation is unobserved"
