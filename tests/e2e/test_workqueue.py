@@ -326,7 +326,7 @@ def test_nothing_lost_when_a_worker_is_deleted_and_another_sigkilled_mid_item(
     operator: Operator, k: Kubectl, queue: Queue
 ) -> None:
     name = "wq-kill"
-    items = queue.enqueue(1, 200)
+    items = queue.enqueue(1, 100)
     # A short visibility timeout, so that the SIGKILLed worker's item is reclaimed soon; a
     # short grace period, after which the deleted worker kills its (hanging) item and hands
     # it back.
