@@ -69,28 +69,24 @@ def test_operator_sigkilled_every_2_to_5_seconds(
 
 
 @pytest.mark.kwok
-def test_kube_apiserver_down_for_20_seconds(
-    operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
+@pytest.mark.parametrize(
+    ("component", "down"),
+    [("kube-apiserver", 20), ("etcd", 5)],
+    ids=["kube-apiserver down for 20 seconds", "etcd restarted"],
+)
+def test_a_control_plane_component_restarted_mid_run(
+    operator: Operator,
+    k: Kubectl,
+    core_v1: Any,
+    recovery: list[float],
+    component: str,
+    down: float,
 ) -> None:
-    run = Run("apiserver-down", completions=PODS, parallelism=PODS // 6)
+    run = Run(f"{component}-restart", completions=PODS, parallelism=PODS // 6)
     with _watch(core_v1, k, run) as watch, _sampler(core_v1, k, run) as sampler:
         start(k, watch, run)
         reach(watch, PODS // 3)
-        back = restart_component("kube-apiserver", down=20)
-        recovery.append(recovery_after(watch, back))
-        assert_exact(k, watch, sampler, run)
-    assert operator.running
-
-
-@pytest.mark.kwok
-def test_etcd_restarted(
-    operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
-) -> None:
-    run = Run("etcd-restart", completions=PODS, parallelism=PODS // 6)
-    with _watch(core_v1, k, run) as watch, _sampler(core_v1, k, run) as sampler:
-        start(k, watch, run)
-        reach(watch, PODS // 3)
-        back = restart_component("etcd", down=5)
+        back = restart_component(component, down=down)
         recovery.append(recovery_after(watch, back))
         assert_exact(k, watch, sampler, run)
     assert operator.running

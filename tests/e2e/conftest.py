@@ -188,6 +188,12 @@ def operator(
     operator_settings: dict[str, str],
 ) -> Iterator[Operator]:
     op = Operator(namespace, tmp_path, operator_env(**operator_settings))
+    yield from running(op, namespace, request)
+
+
+def running(op: Operator, namespace: str, request: pytest.FixtureRequest) -> Iterator[Operator]:
+    """A fixture's body: ``op`` started, then the test's jobs cleaned up, ``op``
+    stopped, and its log printed if the test failed."""
     op.start()
     try:
         yield op

@@ -7,14 +7,13 @@ wrong type) are fixed; their tests stay."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Operator, cleanup, operator_env
+from tests.e2e.conftest import Operator, operator_env, running
 from tests.e2e.support import Kubectl, held, kubectl, kwok_template
 from tests.support.wait import ConditionTimeout, wait_until
 
@@ -138,17 +137,7 @@ def operator_of_two(
     comma-separated $PJ_WATCH_NAMESPACES: both namespaces in one process."""
     watched = f"{namespace},{second_namespace}"
     op = Operator("", tmp_path, operator_env(**operator_settings, PJ_WATCH_NAMESPACES=watched))
-    op.start()
-    try:
-        yield op
-    finally:
-        failed = getattr(request.node, "rep_call", None)
-        try:
-            cleanup(op, namespace)
-        finally:
-            op.stop()
-            if failed is not None and failed.failed:
-                sys.stderr.write(op.logs())
+    yield from running(op, namespace, request)
 
 
 def test_a_namespace_deleted_under_a_running_job(
