@@ -130,6 +130,7 @@ def controller_config_from_env() -> ControllerConfig:
         status_batch_seconds=_env(
             "PJ_STATUS_BATCH_SECONDS", loop.status_batch_seconds, minimum=0.0
         ),
+        progress_write_qps=_env("PJ_PROGRESS_WRITE_QPS", loop.progress_write_qps, minimum=0.0),
         stall_seconds=_env("PJ_LIVENESS_STALL_SECONDS", loop.stall_seconds, minimum=1.0),
     )
 

@@ -56,7 +56,12 @@ from .pods import build_pod, owner_reference
 from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
 from .ratelimit import SlotScheduler
 from .ref_manager import claim_pods
-from .status_batch import DEFAULT_STATUS_BATCH_SECONDS, seconds_to_wait
+from .status_batch import (
+    DEFAULT_PROGRESS_WRITE_QPS,
+    DEFAULT_STATUS_BATCH_SECONDS,
+    progress_only,
+    seconds_to_wait,
+)
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +98,9 @@ class ControllerConfig:
     #: A status write that only reports a running job's progress waits until this long
     #: after the job's last status write (see status_batch.py; 0: never waits).
     status_batch_seconds: float = DEFAULT_STATUS_BATCH_SECONDS
+    #: Budget of status writes per second, over all jobs, that only report progress
+    #: (see status_batch.py; 0: no budget, each job writes once per batch period).
+    progress_write_qps: float = DEFAULT_PROGRESS_WRITE_QPS
 
 
 def _utc_now() -> datetime:
@@ -241,6 +249,8 @@ class Controller:
         self.jobs: dict[str, JobRuntime] = {}
         rate = config.duration_refresh_qps
         self.duration_slots = SlotScheduler(rate) if rate > 0 else None
+        rate = config.progress_write_qps
+        self.progress_slots = SlotScheduler(rate) if rate > 0 else None
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
         #: Pods (namespace, name) whose orphan release is in flight.
         self.releasing_orphans: set[tuple[str, str]] = set()
@@ -248,6 +258,10 @@ class Controller:
     def duration_refresh_waiting(self) -> int:
         """Jobs holding a slot of the DURATION refresh budget, waiting for its time."""
         return len(self.duration_slots) if self.duration_slots is not None else 0
+
+    def progress_write_waiting(self) -> int:
+        """Jobs holding a slot of the progress write budget, waiting for its time."""
+        return len(self.progress_slots) if self.progress_slots is not None else 0
 
     def pending_syncs(self) -> int:
         """Jobs woken (by an event, or their timer) whose sync has not started yet."""
@@ -313,8 +327,7 @@ class Controller:
         finally:
             if self.jobs.get(rt.uid) is rt:
                 del self.jobs[rt.uid]
-            if self.duration_slots is not None:
-                self.duration_slots.release(rt.uid, self.clock.monotonic())
+            self._release_slots(rt, self.duration_slots, self.progress_slots)
 
     async def _batch_events(self, rt: JobRuntime) -> None:
         """At most one event-driven sync per ``sync_batch_seconds``: an event after a
@@ -555,18 +568,29 @@ class Controller:
                 return wait
         elif (wait := self._status_wait(rt, status)) > 0:
             return wait
-        if await self._write_status(rt, status) and slots is not None:
-            slots.release(rt.uid, self.clock.monotonic())
+        if await self._write_status(rt, status):
+            self._release_slots(rt, slots)
         return done.refresh_after if slots is not None else None
 
     def _status_wait(self, rt: JobRuntime, wanted: JobStatus) -> float:
-        """How long a status write waits for the job's batch period (see status_batch.py);
-        the finalizers of pods it records wait with it."""
+        """How long a status write waits (see status_batch.py): one that only reports
+        progress waits for the job's batch period, then for a slot of the progress
+        budget shared by all jobs; the finalizers of pods it records wait with it."""
         current = parse_status(rt.body.get("status") or {})
         now = self.clock.monotonic()
-        return seconds_to_wait(
+        wait = seconds_to_wait(
             current, wanted, rt.last_status_write, now, self.config.status_batch_seconds
         )
+        if wait > 0 or self.progress_slots is None or not progress_only(current, wanted):
+            return wait
+        return self.progress_slots.slot(rt.uid, now)
+
+    def _release_slots(self, rt: JobRuntime, *slots: SlotScheduler | None) -> None:
+        """The job wrote (or is gone): the slots it held are used or freed for others."""
+        now = self.clock.monotonic()
+        for scheduler in slots:
+            if scheduler is not None:
+                scheduler.release(rt.uid, now)
 
     async def _write_status(self, rt: JobRuntime, status: JobStatus) -> bool:
         """Writes ``status`` unless the job has it already; says whether it wrote.
@@ -581,6 +605,8 @@ class Controller:
         rt.last_status_write = self.clock.monotonic()
         rt.wrote(before, rt.last_written_rv, rt.last_status_write)
         rt.offer(written)
+        # Any write carries the job's progress: its progress slot is used or freed.
+        self._release_slots(rt, self.progress_slots)
         _record_finished(current, status)
         return True
 

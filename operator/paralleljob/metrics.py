@@ -83,6 +83,10 @@ DURATION_REFRESH_WAITING = Gauge(
     f"{PREFIX}_duration_refresh_waiting",
     "Jobs waiting for a slot of the DURATION refresh budget (PJ_DURATION_REFRESH_QPS)",
 )
+PROGRESS_WRITE_WAITING = Gauge(
+    f"{PREFIX}_progress_write_waiting",
+    "Jobs waiting for a slot of the progress status write budget (PJ_PROGRESS_WRITE_QPS)",
+)
 
 _ID = r"[^/]+"
 _RESOURCE_PATH = re.compile(
@@ -140,12 +144,15 @@ class ControllerState(Protocol):
 
     def duration_refresh_waiting(self) -> int: ...
 
+    def progress_write_waiting(self) -> int: ...
+
 
 def track_state(controller: ControllerState) -> None:
     """The gauges are computed when scraped, from the controller's state."""
     JOBS.set_function(lambda: float(len(controller.jobs)))
     JOBS_PENDING_SYNC.set_function(lambda: float(controller.pending_syncs()))
     DURATION_REFRESH_WAITING.set_function(lambda: float(controller.duration_refresh_waiting()))
+    PROGRESS_WRITE_WAITING.set_function(lambda: float(controller.progress_write_waiting()))
 
 
 async def serve(port: int) -> web.AppRunner:

@@ -9,6 +9,16 @@ succeeded and were counted -- waits until the batch period since the job's last 
 has passed; pod creation does not wait for it. Anything else is written at once:
 conditions (so ``Complete`` is never delayed), failures (they drive the back-off),
 the start time, the observed generation, the printed status.
+
+Once a job's batch period is over, a progress-only write also waits for a slot of a
+budget shared by all jobs (PJ_PROGRESS_WRITE_QPS, slots handed out first come first
+served by ratelimit.SlotScheduler). One busy job still writes once a second; 200 busy
+jobs no longer write 200 times a second, each reports its progress every 200 / budget
+seconds instead. Upstream gets the same effect from its client's QPS 20, which holds a
+busy controller's syncs back (and gathers more pod events into each); here only the
+writes that nothing waits for are held back, never pod creation, a condition or a
+failure. The finalizers of the succeeded pods a write records wait with it: their
+pods are done, and they are released once the write lands.
 """
 
 from __future__ import annotations
@@ -19,6 +29,9 @@ from .model import JobStatus
 
 #: Default of PJ_STATUS_BATCH_SECONDS (upstream's podUpdateBatchPeriod).
 DEFAULT_STATUS_BATCH_SECONDS = 1.0
+
+#: Default of PJ_PROGRESS_WRITE_QPS.
+DEFAULT_PROGRESS_WRITE_QPS = 10.0
 
 
 def progress_only(current: JobStatus, wanted: JobStatus) -> bool:

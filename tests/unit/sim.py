@@ -42,12 +42,14 @@ class Sim:
         now: datetime = T0,
         config: CoreConfig | None = None,
         status_batch_seconds: float = 0.0,
+        progress_write_qps: float = 0.0,
     ):
         self.spec = spec
         self.now = now
         self.config = config or CoreConfig()
         # Scenarios check each sync's writes by default; status batching has its own tests.
         self.status_batch_seconds = status_batch_seconds
+        self.progress_write_qps = progress_write_qps
         self.api = FakeApi(self._body(Job("ns", "job", "job-uid", spec)), now=lambda: self.now)
         self.recorder = FakeRecorder()
         self.max_active = 0
@@ -64,7 +66,11 @@ class Sim:
         self.controller = Controller(
             self.api,
             self.recorder,
-            ControllerConfig(core=self.config, status_batch_seconds=self.status_batch_seconds),
+            ControllerConfig(
+                core=self.config,
+                status_batch_seconds=self.status_batch_seconds,
+                progress_write_qps=self.progress_write_qps,
+            ),
             clock,
         )
         self.runtime = JobRuntime(copy.deepcopy(self.api.job), clock.monotonic)

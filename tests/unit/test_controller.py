@@ -405,6 +405,53 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
     asyncio.run(scenario())
 
 
+def test_progress_writes_of_many_jobs_share_the_progress_budget() -> None:
+    async def scenario() -> None:
+        apis = [FakeApi(_job(f"u-{i}")) for i in range(3)]
+        controller = _controller(apis[0], status_batch_seconds=0.0, progress_write_qps=0.5)
+        runtimes = []
+        for api in apis:
+            controller.api = api
+            rt = JobRuntime(api.job)
+            await controller.sync(rt, api.pods_of)  # creates its pods, writes the start
+            runtimes.append(rt)
+
+        async def one_pod_succeeds_and_syncs(api: FakeApi, rt: JobRuntime) -> tuple[float, int]:
+            uid = sorted(api.pods)[0]
+            api.pods[uid] = replace(api.pods[uid], phase=c.SUCCEEDED)
+            controller.api = api
+            rt.offer(copy.deepcopy(api.job))
+            before = len(api.calls)
+            delay = (await controller.sync(rt, api.pods_of)).delay
+            released = [call for call in api.calls[before:] if call.method == RELEASE]
+            return delay or 0.0, len(released)
+
+        results = [
+            await one_pod_succeeds_and_syncs(a, r) for a, r in zip(apis, runtimes, strict=True)
+        ]
+        # 0.5 writes/s: one slot per 2 s. The first job records its pod and releases its
+        # finalizer now, and its counting write takes the next slot; the other jobs wait
+        # for the slots after it, their finalizers with them (their replacement pods are
+        # created at once).
+        assert [released for _, released in results] == [1, 0, 0]
+        assert [wait > 0 for wait, _ in results] == [True, True, True]
+        assert results[1][0] == pytest.approx(results[0][0] + 2.0, abs=0.1)
+        assert results[2][0] == pytest.approx(results[1][0] + 2.0, abs=0.1)
+        assert all(len(api.pods) == 3 for api in apis), "replaced without waiting"
+        assert controller.progress_write_waiting() == 3
+        # A failure is no progress: written at once, and the slot is freed for others.
+        api, rt = apis[2], runtimes[2]
+        uid = next(u for u, p in sorted(api.pods.items()) if p.phase != c.SUCCEEDED)
+        api.pods[uid] = replace(api.pods[uid], phase=c.FAILED)
+        rt.offer(copy.deepcopy(api.job))
+        controller.api = api
+        await controller.sync(rt, api.pods_of)
+        assert api.job["status"]["failed"] == 1
+        assert controller.progress_write_waiting() == 2
+
+    asyncio.run(scenario())
+
+
 def _job(uid: str) -> dict[str, Any]:
     return {**JOB, "metadata": {**JOB["metadata"], "uid": uid, "name": f"job-{uid}"}}
 

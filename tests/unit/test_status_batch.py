@@ -72,8 +72,8 @@ def _calls(sim: Sim) -> list[str]:
     return [call.method for call in sim.api.calls[mark:] if call.method in (WRITE, RELEASE)]
 
 
-def _running(spec: JobSpec) -> Sim:
-    sim = Sim(spec, status_batch_seconds=1.0)
+def _running(spec: JobSpec, progress_write_qps: float = 0.0) -> Sim:
+    sim = Sim(spec, status_batch_seconds=1.0, progress_write_qps=progress_write_qps)
     sim.sync()
     sim.run()
     sim.advance(5)
@@ -81,8 +81,16 @@ def _running(spec: JobSpec) -> Sim:
     return sim
 
 
-def test_successes_within_the_batch_period_are_recorded_and_released_after_it() -> None:
-    sim = _running(JobSpec(parallelism=2, completions=4))
+# One job alone is never held back by the progress budget shared by all jobs (its
+# default, 10 writes/s, or none).
+BUDGETS = pytest.mark.parametrize("budget", [0.0, 10.0])
+
+
+@BUDGETS
+def test_successes_within_the_batch_period_are_recorded_and_released_after_it(
+    budget: float,
+) -> None:
+    sim = _running(JobSpec(parallelism=2, completions=4), budget)
     sim.succeed(1)
     sim.advance(0.5)
     assert _calls(sim) == [], "progress only: the status write and the finalizer wait"
@@ -92,8 +100,9 @@ def test_successes_within_the_batch_period_are_recorded_and_released_after_it() 
     assert len(sim.with_finalizer()) == 2
 
 
-def test_the_counting_write_after_a_release_waits_for_the_next_period() -> None:
-    sim = _running(JobSpec(parallelism=2, completions=4))
+@BUDGETS
+def test_the_counting_write_after_a_release_waits_for_the_next_period(budget: float) -> None:
+    sim = _running(JobSpec(parallelism=2, completions=4), budget)
     sim.succeed(1)
     sim.advance(1)
     assert _calls(sim) == [WRITE, RELEASE], "recorded and released; counting waits"
