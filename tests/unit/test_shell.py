@@ -119,6 +119,7 @@ def test_cli_rejects_bad_tuning(
         ("PJ_API_BURST", "0", "must be at least 1, got '0'"),
         ("PJ_API_BURST", "1.5", "must be an integer, got '1.5'"),
         ("PJ_DURATION_REFRESH_QPS", "fast", "must be a number of seconds, got 'fast'"),
+        ("PJ_PROGRESS_WRITE_QPS", "-2", "must be at least 0, got '-2'"),
         ("PJ_METRICS_PORT", "http", "must be an integer, got 'http'"),
     ],
 )
@@ -152,12 +153,15 @@ def test_api_rate_limit_and_duration_budget_settings(monkeypatch: pytest.MonkeyP
     config = parse_args([])
     assert (config.api.qps, config.api.burst) == (0.0, 1), "unlimited by default"
     assert config.controller.duration_refresh_qps == 5.0
+    assert config.controller.progress_write_qps == 10.0
     assert config.metrics_port == 8081
     monkeypatch.setenv("PJ_API_QPS", "20")
     monkeypatch.setenv("PJ_DURATION_REFRESH_QPS", "0")
+    monkeypatch.setenv("PJ_PROGRESS_WRITE_QPS", "0")
     config = parse_args(["--metrics-port", "0"])
     assert (config.api.qps, config.api.burst) == (20.0, 20), "burst defaults to the QPS"
     assert config.controller.duration_refresh_qps == 0.0
+    assert config.controller.progress_write_qps == 0.0
     assert config.metrics_port == 0
     monkeypatch.setenv("PJ_API_BURST", "30")
     assert parse_args([]).api.burst == 30
