@@ -1,0 +1,713 @@
+"""Indexed completion mode: completion indexes, their intervals, and per-index failures.
+
+Ports ``pkg/controller/job/indexed_job_utils.go`` (Kubernetes v1.34.4), plus the few
+helpers of ``job_controller.go`` its functions call (``isPodFailed``,
+``onlyReplaceFailedPods``, the per-index part of ``manageJob``'s pod creation). Nothing
+here does I/O. What differs:
+
+* Keys carry the operator's prefix: ``paralleljob.dev/job-completion-index`` (annotation
+  and label), ``paralleljob.dev/job-index-failure-count`` and
+  ``paralleljob.dev/job-index-ignored-failure-count`` instead of ``batch.kubernetes.io/``.
+* Ordered intervals are immutable tuples of ``(first, last)`` pairs, and the methods of
+  upstream's ``orderedIntervals`` are functions (``intervals_string``, ``intervals_has``,
+  ``intervals_total``, ``with_ordered_indexes``, ``merge_intervals``). Upstream's nil and
+  empty lists are both ``()``.
+* Where upstream reads a ``*v1.Pod``, the functions take an :class:`IndexedPod`: the
+  pod's :class:`~paralleljob.model.PodInfo` and its index annotations, parsed once. An
+  unknown completion index (upstream ``-1``) is ``None``.
+* Where upstream reads the ``*batch.Job``, they take an :class:`IndexedJob`, the few
+  fields they read. The pod failure policy enters as a matcher (upstream
+  ``matchPodFailurePolicy`` bound to the job's policy) so that this module does not
+  depend on how a policy is parsed.
+* Pod templates are JSON dicts; the functions that change one return a changed deep copy
+  and never mutate their input. Upstream mutates the template and sorts the caller's
+  slice of pods in place; here sorting makes a new tuple.
+* Feature gates: all of v1.34's are on. ``JobBackoffLimitPerIndex``,
+  ``JobPodReplacementPolicy`` and ``PodIndexLabel`` are GA and locked on, so no branch
+  here depends on a gate; :func:`add_completion_index_env_variables` still offers the
+  pre-``PodIndexLabel`` annotation field path as an option.
+"""
+
+from __future__ import annotations
+
+import bisect
+import copy
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Protocol, TypeAlias
+
+from . import constants as c
+from .json_types import JsonDict
+from .model import PodInfo, parse_pod
+from .pods import MAX_GENERATE_NAME_PREFIX
+
+log = logging.getLogger(__name__)
+
+#: batch/v1 JobCompletionIndexAnnotation; upstream uses the same key for the label.
+COMPLETION_INDEX_ANNOTATION: Final = f"{c.GROUP}/job-completion-index"
+COMPLETION_INDEX_LABEL: Final = COMPLETION_INDEX_ANNOTATION
+#: batch/v1 JobIndexFailureCountAnnotation: failures of the index's earlier pods.
+INDEX_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-failure-count"
+#: batch/v1 JobIndexIgnoredFailureCountAnnotation: failures a pod failure policy ignored.
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-ignored-failure-count"
+#: completionIndexEnvName.
+COMPLETION_INDEX_ENV_NAME: Final = "JOB_COMPLETION_INDEX"
+
+# batch/v1 CompletionMode.
+INDEXED_COMPLETION: Final = "Indexed"
+NON_INDEXED_COMPLETION: Final = "NonIndexed"
+#: batch/v1 PodReplacementPolicy Failed: replace a pod only once it has failed.
+POD_REPLACEMENT_FAILED: Final = "Failed"
+#: batch/v1 PodFailurePolicyActionFailIndex.
+ACTION_FAIL_INDEX: Final = "FailIndex"
+
+_MAX_INT32: Final = 2**31 - 1
+
+#: A run of completion indexes, first and last included (upstream ``interval``).
+Interval: TypeAlias = tuple[int, int]
+#: Intervals in increasing order, neither overlapping nor adjacent (``orderedIntervals``).
+OrderedIntervals: TypeAlias = tuple[Interval, ...]
+
+
+# ------------------------------------------------------------------------------ values
+@dataclass(frozen=True)
+class IndexedPod:
+    """A pod as the indexed functions read it: upstream reads these annotations off the
+    ``*v1.Pod`` every time; here they are parsed once (:func:`indexed_pod`)."""
+
+    info: PodInfo
+    #: getCompletionIndex; None for a missing, unparsable or negative annotation.
+    completion_index: int | None = None
+    #: parseIndexFailureCountAnnotation (0 when missing or invalid).
+    index_failure_count: int = 0
+    #: parseIndexFailureIgnoreCountAnnotation (0 when missing or invalid).
+    index_ignored_failure_count: int = 0
+
+
+class FailurePolicyMatch(Protocol):
+    """What these functions read of ``matchPodFailurePolicy``'s answer for a failed pod
+    (the FailJob message is not needed here)."""
+
+    @property
+    def count_failed(self) -> bool: ...
+
+    @property
+    def action(self) -> str | None: ...
+
+
+#: matchPodFailurePolicy bound to one job's podFailurePolicy.
+FailurePolicyMatcher: TypeAlias = Callable[[IndexedPod], FailurePolicyMatch]
+
+
+@dataclass(frozen=True)
+class IndexedJob:
+    """The fields of the ``*batch.Job`` these functions read."""
+
+    #: spec.completions (an Indexed job always has it).
+    completions: int
+    #: status.completedIndexes.
+    completed_indexes: str = ""
+    #: status.failedIndexes; None while the job does not track failed indexes.
+    failed_indexes: str | None = None
+    #: spec.backoffLimitPerIndex.
+    backoff_limit_per_index: int | None = None
+    #: spec.podReplacementPolicy (None: unset).
+    pod_replacement_policy: str | None = None
+    #: The job's podFailurePolicy as a matcher; None when the job has no policy.
+    pod_failure_policy: FailurePolicyMatcher | None = None
+
+    @property
+    def has_backoff_limit_per_index(self) -> bool:
+        """hasBackoffLimitPerIndex (the JobBackoffLimitPerIndex gate is locked on)."""
+        return self.backoff_limit_per_index is not None
+
+    @property
+    def only_replace_failed(self) -> bool:
+        """onlyReplaceFailedPods: podReplacementPolicy Failed, or any podFailurePolicy."""
+        return (
+            self.pod_replacement_policy == POD_REPLACEMENT_FAILED
+            or self.pod_failure_policy is not None
+        )
+
+
+# ------------------------------------------------------------------------ annotations
+# strconv.Atoi: an optional sign and ASCII decimal digits, within int64. Python's int()
+# would also take spaces, underscores and other scripts' digits.
+_ATOI = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _atoi(text: str) -> int | None:
+    """strconv.Atoi; None where Go returns an error."""
+    if _ATOI.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def get_completion_index(annotations: Mapping[str, Any] | None) -> int | None:
+    """getCompletionIndex: the index in the completion-index annotation, or None (upstream
+    unknownCompletionIndex) when it is missing, not an integer or negative.
+
+    Upstream reads only the annotation, never the label of the same name.
+    """
+    value = (annotations or {}).get(COMPLETION_INDEX_ANNOTATION)
+    if not isinstance(value, str):
+        return None
+    index = _atoi(value)
+    if index is None or index < 0:
+        return None
+    return index
+
+
+def _parse_int32(value: str) -> int:
+    """parseInt32: 0 for anything that is not an integer in [0, MaxInt32]; a user may
+    have written the annotation."""
+    parsed = _atoi(value)
+    if parsed is None:
+        log.error("Failed to parse the value: %r", value)
+        return 0
+    if parsed < 0 or parsed > _MAX_INT32:
+        log.info("The value is invalid: %d", parsed)
+        return 0
+    return parsed
+
+
+def _parse_count_annotation(annotations: Mapping[str, Any] | None, key: str) -> int:
+    value = (annotations or {}).get(key)
+    return _parse_int32(value) if isinstance(value, str) else 0
+
+
+def get_index_failure_count(annotations: Mapping[str, Any] | None) -> int:
+    """getIndexFailureCount (parseIndexFailureCountAnnotation): the index-failure-count
+    annotation, 0 when it is missing, unparsable, negative or above MaxInt32."""
+    return _parse_count_annotation(annotations, INDEX_FAILURE_COUNT_ANNOTATION)
+
+
+def get_index_ignored_failure_count(annotations: Mapping[str, Any] | None) -> int:
+    """parseIndexFailureIgnoreCountAnnotation, with the same fallbacks to 0."""
+    return _parse_count_annotation(annotations, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION)
+
+
+def get_index_absolute_failure_count(pod: IndexedPod) -> int:
+    """getIndexAbsoluteFailureCount: counted and ignored failures of the index together."""
+    return pod.index_failure_count + pod.index_ignored_failure_count
+
+
+def indexed_pod(info: PodInfo, annotations: Mapping[str, Any] | None) -> IndexedPod:
+    """An :class:`IndexedPod` from a parsed pod and its ``metadata.annotations``."""
+    return IndexedPod(
+        info=info,
+        completion_index=get_completion_index(annotations),
+        index_failure_count=get_index_failure_count(annotations),
+        index_ignored_failure_count=get_index_ignored_failure_count(annotations),
+    )
+
+
+def parse_indexed_pod(body: Mapping[str, Any]) -> IndexedPod:
+    """An :class:`IndexedPod` from a pod's JSON."""
+    meta = body.get("metadata")
+    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
+    return indexed_pod(parse_pod(body), annotations if isinstance(annotations, Mapping) else None)
+
+
+# -------------------------------------------------------------------------- intervals
+def _parse_interval(text: str, completions: int) -> Interval | None:
+    """One "a" or "a-b" of parseIndexesFromString, its last index capped below
+    ``completions``; None if it cannot be parsed. A first index at or above
+    ``completions`` is returned as is: the caller stops there."""
+    limits = text.split("-")
+    first = _atoi(limits[0])
+    if first is None:
+        return None
+    if first >= completions or len(limits) == 1:
+        return first, first
+    # Like upstream, "a-b-c" reads as "a-b", and "5-3" is kept as it is.
+    last = _atoi(limits[1])
+    if last is None:
+        return None
+    return first, min(last, completions - 1)
+
+
+def parse_indexes_from_string(
+    indexes: str, completions: int, job_name: str = ""
+) -> OrderedIntervals:
+    """parseIndexesFromString: "1,3-5,7" as ordered intervals below ``completions``.
+
+    Adjacent intervals merge; corrupted ones are skipped (and logged, as upstream does);
+    parsing stops at the first interval that starts at or above ``completions``, and the
+    last interval is cut at ``completions - 1``. ``job_name`` only names the job in the
+    log line.
+    """
+    if indexes == "":
+        return ()
+    result: list[Interval] = []
+    for text in indexes.split(","):
+        interval = _parse_interval(text, completions)
+        if interval is None:
+            log.info("Corrupted indexes interval, ignoring: job=%s interval=%r", job_name, text)
+            continue
+        first, last = interval
+        if first >= completions:
+            break
+        if result and result[-1][1] == first - 1:
+            result[-1] = (result[-1][0], last)
+        else:
+            result.append((first, last))
+    return tuple(result)
+
+
+def intervals_string(intervals: OrderedIntervals) -> str:
+    """orderedIntervals.String: "0,2-4,6,7" (two adjacent indexes print as "6,7")."""
+    parts: list[str] = []
+    for first, last in intervals:
+        if last <= first:
+            parts.append(str(first))
+        elif last == first + 1:
+            parts.append(f"{first},{last}")
+        else:
+            parts.append(f"{first}-{last}")
+    return ",".join(parts)
+
+
+def intervals_has(intervals: OrderedIntervals, index: int) -> bool:
+    """orderedIntervals.has: a binary search for the first interval ending at or after
+    ``index``, which holds it if it starts at or before it."""
+    at = bisect.bisect_left(intervals, index, key=lambda interval: interval[1])
+    return at < len(intervals) and intervals[at][0] <= index
+
+
+def intervals_total(intervals: OrderedIntervals) -> int:
+    """orderedIntervals.total: how many indexes the intervals hold."""
+    return sum(last - first + 1 for first, last in intervals)
+
+
+def merge_intervals(intervals: OrderedIntervals, new: OrderedIntervals) -> OrderedIntervals:
+    """orderedIntervals.merge: both ordered lists as one, overlapping or adjacent
+    intervals joined."""
+    result: list[Interval] = []
+
+    def append_or_merge(interval: Interval) -> None:
+        # appendOrMergeWithLastInterval.
+        if not result or interval[0] > result[-1][1] + 1:
+            result.append(interval)
+        elif result[-1][1] < interval[1]:
+            result[-1] = (result[-1][0], interval[1])
+
+    i = j = 0
+    while i < len(intervals) and j < len(new):
+        if intervals[i][0] < new[j][0]:
+            append_or_merge(intervals[i])
+            i += 1
+        else:
+            append_or_merge(new[j])
+            j += 1
+    for interval in intervals[i:]:
+        append_or_merge(interval)
+    for interval in new[j:]:
+        append_or_merge(interval)
+    return tuple(result)
+
+
+def with_ordered_indexes(
+    intervals: OrderedIntervals, new_indexes: Iterable[int]
+) -> OrderedIntervals:
+    """orderedIntervals.withOrderedIndexes: the intervals with ``new_indexes`` (given in
+    increasing order) added."""
+    return merge_intervals(intervals, tuple((ix, ix) for ix in new_indexes))
+
+
+# ---------------------------------------------------------------------- pods and indexes
+def is_indexed_job(completion_mode: str | None) -> bool:
+    """isIndexedJob, given spec.completionMode."""
+    return completion_mode == INDEXED_COMPLETION
+
+
+def completion_mode_str(completion_mode: str | None) -> str:
+    """completionModeStr: spec.completionMode, NonIndexed when unset (a metrics label)."""
+    return completion_mode if completion_mode is not None else NON_INDEXED_COMPLETION
+
+
+def is_pod_failed(pod: PodInfo, *, only_replace_failed: bool) -> bool:
+    """isPodFailed (job_controller.go): Failed; or, unless only failed pods are replaced,
+    deleted before it could succeed (an orphan may never reach the Failed phase)."""
+    if pod.phase == c.FAILED:
+        return True
+    if only_replace_failed:
+        return False
+    return pod.deleting and pod.phase != c.SUCCEEDED
+
+
+def _valid_index(pod: IndexedPod, completions: int) -> int | None:
+    """The pod's completion index when it is known and below ``completions``."""
+    ix = pod.completion_index
+    return ix if ix is not None and ix < completions else None
+
+
+def get_indexes(pods: Iterable[IndexedPod]) -> frozenset[int]:
+    """getIndexes: the known completion indexes of ``pods``."""
+    return frozenset(p.completion_index for p in pods if p.completion_index is not None)
+
+
+def _index_key(pod: IndexedPod) -> int:
+    # byCompletionIndex.Less compares getCompletionIndex, where unknown is -1.
+    return -1 if pod.completion_index is None else pod.completion_index
+
+
+def by_completion_index(pods: Iterable[IndexedPod]) -> tuple[IndexedPod, ...]:
+    """sort.Sort(byCompletionIndex(pods)), unknown indexes first. Upstream's sort is not
+    stable; this one is, which is one of the orders upstream may produce."""
+    return tuple(sorted(pods, key=_index_key))
+
+
+def calculate_succeeded_indexes(
+    job: IndexedJob, pods: Iterable[IndexedPod], job_name: str = ""
+) -> tuple[OrderedIntervals, OrderedIntervals]:
+    """calculateSucceededIndexes: the succeeded indexes in ``status.completedIndexes``,
+    and those plus the indexes of succeeded pods not counted yet (they still have the
+    tracking finalizer) with a valid index."""
+    prev = parse_indexes_from_string(job.completed_indexes, job.completions, job_name)
+    new = {
+        ix
+        for p in pods
+        if p.info.phase == c.SUCCEEDED
+        and p.info.has_finalizer
+        and (ix := _valid_index(p, job.completions)) is not None
+    }
+    return prev, with_ordered_indexes(prev, sorted(new))
+
+
+def is_index_failed(job: IndexedJob, pod: IndexedPod) -> bool:
+    """isIndexFailed: the pod failed and its index must not be retried: a FailIndex rule
+    of the pod failure policy matched, or the failure counts and the index has already
+    failed ``backoffLimitPerIndex`` times before this pod.
+
+    Only for jobs with backoffLimitPerIndex (upstream dereferences it).
+    """
+    counted = False
+    if is_pod_failed(pod.info, only_replace_failed=job.only_replace_failed):
+        if job.pod_failure_policy is not None:
+            match = job.pod_failure_policy(pod)
+            if match.action == ACTION_FAIL_INDEX:
+                return True
+            counted = match.count_failed
+        else:
+            counted = True
+    if not counted:
+        return False
+    if job.backoff_limit_per_index is None:
+        raise ValueError("is_index_failed needs a job with backoffLimitPerIndex")
+    return pod.index_failure_count >= job.backoff_limit_per_index
+
+
+def calculate_failed_indexes(
+    job: IndexedJob, pods: Iterable[IndexedPod], job_name: str = ""
+) -> OrderedIntervals:
+    """calculateFailedIndexes: the indexes in ``status.failedIndexes`` plus those of pods
+    not counted yet (with the tracking finalizer) whose index failed (is_index_failed)."""
+    prev: OrderedIntervals = ()
+    if job.failed_indexes is not None:
+        prev = parse_indexes_from_string(job.failed_indexes, job.completions, job_name)
+    new = {
+        ix
+        for p in pods
+        if p.info.has_finalizer
+        and (ix := _valid_index(p, job.completions)) is not None
+        and is_index_failed(job, p)
+    }
+    return with_ordered_indexes(prev, sorted(new))
+
+
+def first_pending_indexes(
+    active_pods: Iterable[IndexedPod],
+    succeeded_indexes: OrderedIntervals,
+    failed_indexes: OrderedIntervals | None,
+    count: int,
+    completions: int,
+    *,
+    pods: Iterable[IndexedPod] = (),
+    only_replace_failed: bool = False,
+) -> tuple[int, ...]:
+    """firstPendingIndexes: the ``count`` lowest indexes below ``completions`` that no
+    active pod holds and that have neither succeeded nor failed.
+
+    When only failed pods are replaced (``only_replace_failed``), the indexes of the
+    terminating ones among ``pods`` (all the job's pods) are not pending either: their
+    replacement waits until they have failed.
+    """
+    if count == 0:
+        return ()
+    non_pending = with_ordered_indexes(succeeded_indexes, sorted(get_indexes(active_pods)))
+    if only_replace_failed:
+        terminating = get_indexes(p for p in pods if p.info.terminating)
+        non_pending = with_ordered_indexes(non_pending, sorted(terminating))
+    if failed_indexes is not None:
+        non_pending = merge_intervals(non_pending, failed_indexes)
+    # Bounded by len(non_pending) and count, not by completions.
+    result: list[int] = []
+    candidate = 0
+    for first, last in non_pending:
+        while candidate < completions and len(result) < count and candidate < first:
+            result.append(candidate)
+            candidate += 1
+        candidate = max(candidate, last + 1)
+    while candidate < completions and len(result) < count:
+        result.append(candidate)
+        candidate += 1
+    return tuple(result)
+
+
+def _before(a: datetime | None, b: datetime | None) -> bool:
+    """time.Time.Before, None standing for Go's zero time (before any other)."""
+    if a is None:
+        return b is not None
+    return b is not None and a < b
+
+
+def get_pods_with_delayed_deletion_per_index(
+    job: IndexedJob,
+    pods: Iterable[IndexedPod],
+    succeeded_indexes: OrderedIntervals,
+    failed_indexes: OrderedIntervals,
+    expected_removed_finalizers: frozenset[str] = frozenset(),
+) -> dict[int, IndexedPod]:
+    """getPodsWithDelayedDeletionPerIndex: per index still to be retried, its last failed
+    pod, whose finalizer (and so deletion) waits until the replacement pod is created,
+    so that the replacement can carry the index's failure count on.
+
+    Only pods the job still tracks (getValidPodsWithFilter: tracking finalizer, no
+    removal pending, valid index) are candidates. An index that succeeded, failed or has
+    an active pod (which already carries the count) delays nothing. Among an index's
+    failed pods the one kept has the highest absolute failure count and, among equals,
+    the latest finish time.
+    """
+    pods = tuple(pods)
+    active_indexes = get_indexes(p for p in pods if p.info.active)
+    delayed: dict[int, IndexedPod] = {}
+    for p in pods:
+        if not p.info.has_finalizer or p.info.uid in expected_removed_finalizers:
+            continue
+        ix = _valid_index(p, job.completions)
+        if ix is None or not is_pod_failed(p.info, only_replace_failed=job.only_replace_failed):
+            continue
+        if (
+            intervals_has(succeeded_indexes, ix)
+            or intervals_has(failed_indexes, ix)
+            or ix in active_indexes
+        ):
+            continue
+        last = delayed.get(ix)
+        if last is None or (
+            get_index_absolute_failure_count(last) <= get_index_absolute_failure_count(p)
+            and not _before(p.info.finished_at, last.info.finished_at)
+        ):
+            delayed[ix] = p
+    return delayed
+
+
+def get_new_index_failure_counts(
+    job: IndexedJob, pod_being_replaced: IndexedPod | None
+) -> tuple[int, int]:
+    """getNewIndexFailureCounts: the (failure, ignored failure) counts of the pod that
+    replaces ``pod_being_replaced``: its counts plus its own failure, counted as ignored
+    when the pod failure policy says it does not count. (0, 0) for an index's first pod.
+    """
+    if pod_being_replaced is None:
+        return 0, 0
+    failures = pod_being_replaced.index_failure_count
+    ignored = pod_being_replaced.index_ignored_failure_count
+    if (
+        job.pod_failure_policy is not None
+        and not job.pod_failure_policy(pod_being_replaced).count_failed
+    ):
+        ignored = _int32_increment(ignored)
+    else:
+        failures = _int32_increment(failures)
+    return failures, ignored
+
+
+def _int32_increment(value: int) -> int:
+    # Upstream increments an int32, which wraps at MaxInt32 (and the annotation then
+    # parses back as 0).
+    return value + 1 if value < _MAX_INT32 else -(2**31)
+
+
+# ---------------------------------------------------------------------- scale-down order
+def _pods_with_same_index_for_removal_and_remaining(
+    pods: Sequence[IndexedPod], index: int
+) -> tuple[tuple[IndexedPod, ...], tuple[IndexedPod, ...]]:
+    """appendPodsWithSameIndexForRemovalAndRemaining, returning (removed, remaining):
+    pods without an index all go; of several pods with one index, all go but the one
+    that sorts last in controller.ActivePods order (the furthest along)."""
+    # core imports this module once indexed jobs are wired in; importing core at the top
+    # would make that import circular.
+    from .core import removal_order_key
+
+    if index == -1:
+        return tuple(pods), ()
+    if len(pods) == 1:
+        return (), (pods[0],)
+    ordered = sorted(pods, key=lambda p: removal_order_key(p.info))
+    return tuple(ordered[:-1]), (ordered[-1],)
+
+
+def append_duplicated_index_pods_for_removal(
+    rm: Sequence[IndexedPod],
+    left: Sequence[IndexedPod],
+    pods: Sequence[IndexedPod],
+    completions: int,
+) -> tuple[tuple[IndexedPod, ...], tuple[IndexedPod, ...]]:
+    """appendDuplicatedIndexPodsForRemoval: of the active ``pods``, those to delete
+    appended to ``rm`` and those to keep appended to ``left``, as new tuples.
+
+    Pods without an index or with one at or above ``completions`` go; of n pods with the
+    same index, n-1 go (see _pods_with_same_index_for_removal_and_remaining).
+    """
+    ordered = by_completion_index(pods)
+    removed, remaining = list(rm), list(left)
+    last_index = -1
+    first_repeat = 0
+    looped = 0
+    for i, p in enumerate(ordered):
+        ix = _index_key(p)
+        if ix >= completions:
+            removed.extend(ordered[i:])
+            break
+        if ix != last_index:
+            out, keep = _pods_with_same_index_for_removal_and_remaining(
+                ordered[first_repeat:i], last_index
+            )
+            removed.extend(out)
+            remaining.extend(keep)
+            first_repeat = i
+            last_index = ix
+        looped += 1
+    out, keep = _pods_with_same_index_for_removal_and_remaining(
+        ordered[first_repeat:looped], last_index
+    )
+    return (*removed, *out), (*remaining, *keep)
+
+
+# ------------------------------------------------------------------- new pods' templates
+def _metadata_map(template: JsonDict, field: str) -> dict[str, Any]:
+    """template.metadata.<field> of a deep copy, created when missing."""
+    meta = template.get("metadata")
+    if not isinstance(meta, dict):
+        meta = template["metadata"] = {}
+    values = meta.get(field)
+    if not isinstance(values, dict):
+        values = meta[field] = {}
+    return values
+
+
+def _completion_index_env_var(from_label: bool) -> JsonDict:
+    where = "labels" if from_label else "annotations"
+    return {
+        "name": COMPLETION_INDEX_ENV_NAME,
+        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.{where}['{COMPLETION_INDEX_LABEL}']"}},
+    }
+
+
+def _add_completion_index_env_variable(container: JsonDict, from_label: bool) -> None:
+    """addCompletionIndexEnvVariable: appended unless the container already sets it."""
+    env = container.get("env")
+    if not isinstance(env, list):
+        env = container["env"] = []
+    if any(isinstance(v, Mapping) and v.get("name") == COMPLETION_INDEX_ENV_NAME for v in env):
+        return
+    env.append(_completion_index_env_var(from_label))
+
+
+def add_completion_index_env_variables(
+    template: Mapping[str, Any], *, from_label: bool = True
+) -> JsonDict:
+    """addCompletionIndexEnvVariables: a copy of the pod template whose init containers
+    and containers all get ``JOB_COMPLETION_INDEX`` from the downward API, unless they
+    already set it.
+
+    The field path reads the completion-index label, as upstream does since the
+    ``PodIndexLabel`` gate (GA, locked on in v1.34), so the pod needs
+    :func:`add_completion_index_label`; ``from_label=False`` reads the annotation, as
+    upstream did with the gate off.
+    """
+    out: JsonDict = copy.deepcopy(dict(template))
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        return out
+    for field in ("initContainers", "containers"):
+        containers = spec.get(field)
+        for container in containers if isinstance(containers, list) else []:
+            if isinstance(container, dict):
+                _add_completion_index_env_variable(container, from_label)
+    return out
+
+
+def add_completion_index_annotation(template: Mapping[str, Any], index: int) -> JsonDict:
+    """addCompletionIndexAnnotation: a copy of the template annotated with ``index``."""
+    out: JsonDict = copy.deepcopy(dict(template))
+    _metadata_map(out, "annotations")[COMPLETION_INDEX_ANNOTATION] = str(index)
+    return out
+
+
+def add_completion_index_label(template: Mapping[str, Any], index: int) -> JsonDict:
+    """addCompletionIndexLabel: a copy of the template labelled with ``index`` (the label
+    has the annotation's key, for consistency)."""
+    out: JsonDict = copy.deepcopy(dict(template))
+    _metadata_map(out, "labels")[COMPLETION_INDEX_LABEL] = str(index)
+    return out
+
+
+def add_index_failure_count_annotation(
+    template: Mapping[str, Any], job: IndexedJob, pod_being_replaced: IndexedPod | None
+) -> JsonDict:
+    """addIndexFailureCountAnnotation: a copy of the template with the index's failure
+    count (always) and ignored failure count (only when above 0) for the new pod."""
+    failures, ignored = get_new_index_failure_counts(job, pod_being_replaced)
+    out: JsonDict = copy.deepcopy(dict(template))
+    annotations = _metadata_map(out, "annotations")
+    annotations[INDEX_FAILURE_COUNT_ANNOTATION] = str(failures)
+    if ignored > 0:
+        annotations[INDEX_IGNORED_FAILURE_COUNT_ANNOTATION] = str(ignored)
+    return out
+
+
+def pod_hostname(job_name: str, index: int) -> str:
+    """The pod's spec.hostname, ``<job>-<index>`` (manageJob). Upstream does not cut it:
+    API validation of an Indexed job's name keeps ``<name>-<completions - 1>`` a DNS
+    label."""
+    return f"{job_name}-{index}"
+
+
+def pod_generate_name_with_index(job_name: str, index: int) -> str:
+    """podGenerateNameWithIndex: ``<job>-<index>-``, the job name cut so that the prefix
+    fits names.MaxGeneratedNameLength (58: 63 minus the 5 random characters). Upstream
+    cuts bytes; a job name is a DNS label, so bytes are characters."""
+    suffix = f"-{index}-"
+    prefix = job_name + suffix
+    if len(prefix) > MAX_GENERATE_NAME_PREFIX:
+        prefix = prefix[: MAX_GENERATE_NAME_PREFIX - len(suffix)] + suffix
+    return prefix
+
+
+def template_for_index(
+    template: Mapping[str, Any],
+    job: IndexedJob,
+    job_name: str,
+    index: int,
+    pods_with_delayed_deletion: Mapping[int, IndexedPod],
+) -> tuple[JsonDict, str]:
+    """The per-index part of manageJob's pod creation: a copy of ``template`` (already
+    given the env variable by add_completion_index_env_variables) with the index's
+    annotation, label and hostname and, with backoffLimitPerIndex, the failure counts
+    carried on from the index's delayed failed pod; and the pod's generateName."""
+    out = add_completion_index_label(add_completion_index_annotation(template, index), index)
+    spec = out.get("spec")
+    if not isinstance(spec, dict):
+        spec = out["spec"] = {}
+    spec["hostname"] = pod_hostname(job_name, index)
+    if job.has_backoff_limit_per_index:
+        out = add_index_failure_count_annotation(out, job, pods_with_delayed_deletion.get(index))
+    return out, pod_generate_name_with_index(job_name, index)

@@ -1,0 +1,954 @@
+"""Indexed completion mode, case by case as upstream tests it
+(pkg/controller/job/indexed_job_utils_test.go at Kubernetes v1.34.4).
+
+Every upstream case of the ported tests is here with the same inputs and expectations,
+under the upstream case name as its id. Upstream builds pods with ``buildPod()`` and
+``hollowPodsWithIndexPhase``; here :func:`build_pod` and :func:`hollow` build the same
+pods through :func:`indexed_pod`, so the annotations are parsed as in production. Where
+an upstream case sets a podFailurePolicy, the matcher is a stub returning what
+upstream's ``matchPodFailurePolicy`` returns for that pod (the matcher itself is not in
+this module). Cases marked "not upstream" are this project's own.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from paralleljob import constants as c
+from paralleljob.indexed import (
+    ACTION_FAIL_INDEX,
+    COMPLETION_INDEX_ANNOTATION,
+    COMPLETION_INDEX_ENV_NAME,
+    COMPLETION_INDEX_LABEL,
+    INDEX_FAILURE_COUNT_ANNOTATION,
+    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+    FailurePolicyMatcher,
+    IndexedJob,
+    IndexedPod,
+    OrderedIntervals,
+    add_completion_index_annotation,
+    add_completion_index_env_variables,
+    add_completion_index_label,
+    add_index_failure_count_annotation,
+    append_duplicated_index_pods_for_removal,
+    by_completion_index,
+    calculate_failed_indexes,
+    calculate_succeeded_indexes,
+    completion_mode_str,
+    first_pending_indexes,
+    get_completion_index,
+    get_index_failure_count,
+    get_new_index_failure_counts,
+    get_pods_with_delayed_deletion_per_index,
+    indexed_pod,
+    intervals_has,
+    intervals_string,
+    intervals_total,
+    is_index_failed,
+    is_indexed_job,
+    merge_intervals,
+    parse_indexed_pod,
+    parse_indexes_from_string,
+    pod_generate_name_with_index,
+    pod_hostname,
+    template_for_index,
+    with_ordered_indexes,
+)
+from paralleljob.model import PodInfo
+
+from .sim import T0
+
+S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
+#: Upstream's noIndex: a pod without the completion-index annotation.
+NO_INDEX = "-"
+MAX_INT32 = 2**31 - 1
+
+
+def hollow(index: str, phase: str) -> IndexedPod:
+    """hollowPodsWithIndexPhase: a pod with only a phase and, unless NO_INDEX, the
+    completion-index annotation. The name keeps the annotation, for :func:`index_phases`."""
+    annotations = {} if index == NO_INDEX else {COMPLETION_INDEX_ANNOTATION: index}
+    return indexed_pod(PodInfo(name=index, uid=f"{index}/{phase}", phase=phase), annotations)
+
+
+def hollows(descs: Sequence[tuple[str, str]]) -> list[IndexedPod]:
+    return [hollow(index, phase) for index, phase in descs]
+
+
+def index_phases(pods: Sequence[IndexedPod]) -> list[tuple[str, str]]:
+    """toIndexPhases."""
+    return [(p.info.name, p.info.phase) for p in pods]
+
+
+def build_pod(
+    uid: str = "",
+    *,
+    index: str | None = None,
+    failure_count: str | None = None,
+    phase: str = P,
+    finalizer: bool = False,
+    deleted_at: datetime | None = None,
+) -> IndexedPod:
+    """buildPod().uid().index().indexFailureCount().phase().trackingFinalizer()
+    .customDeletionTimestamp(): with only a deletion timestamp, getFinishedTime is that
+    timestamp (no grace period)."""
+    annotations: dict[str, str] = {}
+    if index is not None:
+        annotations[COMPLETION_INDEX_ANNOTATION] = index
+    if failure_count is not None:
+        annotations[INDEX_FAILURE_COUNT_ANNOTATION] = failure_count
+    info = PodInfo(
+        name=uid,
+        uid=uid,
+        phase=phase,
+        deleting=deleted_at is not None,
+        has_finalizer=finalizer,
+        finished_at=deleted_at,
+    )
+    return indexed_pod(info, annotations)
+
+
+@dataclass(frozen=True)
+class Match:
+    """A matchPodFailurePolicy answer (satisfies FailurePolicyMatch)."""
+
+    count_failed: bool = True
+    action: str | None = None
+
+
+def matching(match: Match) -> FailurePolicyMatcher:
+    """A podFailurePolicy whose rule matches every pod of the case with ``match``."""
+    return lambda _pod: match
+
+
+# ------------------------------------------------------- TestCalculateSucceededIndexes
+@pytest.mark.parametrize(
+    ("prev_succeeded", "pods", "completions", "want_status_intervals", "want_intervals"),
+    [
+        pytest.param("", [("1", S)], 2, (), ((1, 1),), id="one index"),
+        pytest.param(
+            "",
+            [("2", F), ("5", S), ("5", S), ("10", F), ("10", S)],
+            11,
+            (),
+            ((5, 5), (10, 10)),
+            id="two separate",
+        ),
+        pytest.param(
+            "",
+            [("0", R), ("1", P), ("2", S), ("3", S), ("5", S), ("6", S), ("7", S)],
+            8,
+            (),
+            ((2, 3), (5, 7)),
+            id="two intervals",
+        ),
+        pytest.param(
+            "",
+            [
+                ("0", S),
+                ("1", F),
+                ("2", S),
+                ("3", S),
+                ("4", S),
+                ("5", S),
+                (NO_INDEX, S),
+                ("-2", S),
+            ],
+            6,
+            (),
+            ((0, 0), (2, 5)),
+            id="one index and one interval",
+        ),
+        pytest.param(
+            "",
+            [
+                ("0", S),
+                ("1", S),
+                ("2", S),
+                ("3", F),
+                ("4", S),
+                ("5", S),
+                (NO_INDEX, S),
+                ("-2", S),
+            ],
+            5,
+            (),
+            ((0, 2), (4, 4)),
+            id="out of range",
+        ),
+        pytest.param("0-5,8-10", [], 8, ((0, 5),), ((0, 5),), id="prev interval out of range"),
+        pytest.param(
+            "0-5,8-10",
+            [],
+            10,
+            ((0, 5), (8, 9)),
+            ((0, 5), (8, 9)),
+            id="prev interval partially out of range",
+        ),
+        pytest.param(
+            "0,4,5,10-12",
+            [("2", S), ("7", S), ("8", S)],
+            13,
+            ((0, 0), (4, 5), (10, 12)),
+            ((0, 0), (2, 2), (4, 5), (7, 8), (10, 12)),
+            id="prev and new separate",
+        ),
+        pytest.param(
+            "3,4,6",
+            [("2", S), ("7", S), ("8", S)],
+            9,
+            ((3, 4), (6, 6)),
+            ((2, 4), (6, 8)),
+            id="prev between new",
+        ),
+        pytest.param(
+            "2,7,8",
+            [("3", S), ("4", S), ("6", S)],
+            9,
+            ((2, 2), (7, 8)),
+            ((2, 4), (6, 8)),
+            id="new between prev",
+        ),
+        pytest.param(
+            "2-7",
+            [("0", S), ("3", S), ("5", S), ("9", S)],
+            10,
+            ((2, 7),),
+            ((0, 0), (2, 7), (9, 9)),
+            id="new within prev",
+        ),
+        pytest.param(
+            "0,1-foo,bar",
+            [("3", S)],
+            4,
+            ((0, 0),),
+            ((0, 0), (3, 3)),
+            id="corrupted interval",
+        ),
+    ],
+)
+def test_calculate_succeeded_indexes(
+    prev_succeeded: str,
+    pods: list[tuple[str, str]],
+    completions: int,
+    want_status_intervals: OrderedIntervals,
+    want_intervals: OrderedIntervals,
+) -> None:
+    """Ports TestCalculateSucceededIndexes (every pod has the tracking finalizer, which
+    hollow pods have: PodInfo's default)."""
+    job = IndexedJob(completions=completions, completed_indexes=prev_succeeded)
+    got_status, got = calculate_succeeded_indexes(job, hollows(pods))
+    assert got_status == want_status_intervals
+    assert got == want_intervals
+
+
+def test_calculate_succeeded_indexes_skips_counted_pods() -> None:
+    """Not upstream: a succeeded pod without the tracking finalizer is already counted."""
+    pod = build_pod("a", index="1", phase=S)
+    assert calculate_succeeded_indexes(IndexedJob(completions=2), [pod]) == ((), ())
+
+
+# ------------------------------------------------------------------- TestIsIndexFailed
+@pytest.mark.parametrize(
+    ("job", "pod", "want"),
+    [
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0),
+            build_pod(failure_count="0", phase=F, index="0", finalizer=True),
+            True,
+            id="failed pod exceeding backoffLimitPerIndex, when backoffLimitPerIndex=0",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=1),
+            build_pod(failure_count="1", phase=F, index="1", finalizer=True),
+            True,
+            id="failed pod exceeding backoffLimitPerIndex, when backoffLimitPerIndex=1",
+        ),
+        # The rule: FailIndex on exit code 3 (In [3]); the pod's container exited with 3.
+        pytest.param(
+            IndexedJob(
+                completions=2,
+                backoff_limit_per_index=1,
+                pod_failure_policy=matching(Match(True, ACTION_FAIL_INDEX)),
+            ),
+            build_pod(failure_count="0", phase=F, index="0", finalizer=True),
+            True,
+            id="matching FailIndex pod failure policy",
+        ),
+        # Not upstream: below the limit, or a failure the policy ignores.
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=1),
+            build_pod(failure_count="0", phase=F, index="0", finalizer=True),
+            False,
+            id="not upstream: failed pod below backoffLimitPerIndex",
+        ),
+        pytest.param(
+            IndexedJob(
+                completions=2,
+                backoff_limit_per_index=0,
+                pod_failure_policy=matching(Match(False, "Ignore")),
+            ),
+            build_pod(failure_count="0", phase=F, index="0", finalizer=True),
+            False,
+            id="not upstream: failure ignored by the pod failure policy",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0),
+            build_pod(failure_count="0", phase=R, index="0", finalizer=True),
+            False,
+            id="not upstream: running pod",
+        ),
+    ],
+)
+def test_is_index_failed(job: IndexedJob, pod: IndexedPod, want: bool) -> None:
+    """Ports TestIsIndexFailed."""
+    assert is_index_failed(job, pod) is want
+
+
+def test_is_index_failed_deleted_pod_depends_on_replacement_policy() -> None:
+    """Not upstream: a deleted running pod fails (isPodFailed) unless only failed pods
+    are replaced."""
+    pod = build_pod("a", index="0", failure_count="0", phase=R, finalizer=True, deleted_at=T0)
+    assert is_index_failed(IndexedJob(completions=1, backoff_limit_per_index=0), pod)
+    job = IndexedJob(completions=1, backoff_limit_per_index=0, pod_replacement_policy="Failed")
+    assert not is_index_failed(job, pod)
+
+
+def test_is_index_failed_needs_backoff_limit_per_index() -> None:
+    """Not upstream: upstream dereferences backoffLimitPerIndex (a panic when nil)."""
+    pod = build_pod(phase=F, index="0", finalizer=True)
+    with pytest.raises(ValueError, match="backoffLimitPerIndex"):
+        is_index_failed(IndexedJob(completions=1), pod)
+
+
+# ------------------------------------------------------------ TestCalculateFailedIndexes
+@pytest.mark.parametrize(
+    ("job", "pods", "want_failed_indexes"),
+    [
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=1),
+            [
+                build_pod(failure_count="0", phase=F, index="0", finalizer=True),
+                build_pod(failure_count="1", phase=F, index="1", finalizer=True),
+            ],
+            ((1, 1),),
+            id="one new index failed",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0),
+            [build_pod(failure_count="0", phase=F, index="0")],
+            (),
+            id="pod without finalizer is ignored",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0),
+            [build_pod(failure_count="0", phase=F, index="3")],
+            (),
+            id="pod outside completions is ignored",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0, failed_indexes="0"),
+            [build_pod(failure_count="0", phase=F, index="1", finalizer=True)],
+            ((0, 1),),
+            id="extend the failed indexes",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0, failed_indexes=""),
+            [build_pod(failure_count="0", phase=F, index="1", finalizer=True)],
+            ((1, 1),),
+            id="prev failed indexes empty",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0, failed_indexes="9"),
+            [build_pod(failure_count="0", phase=F, index="1", finalizer=True)],
+            ((1, 1),),
+            id="prev failed indexes outside the completions",
+        ),
+    ],
+)
+def test_calculate_failed_indexes(
+    job: IndexedJob, pods: list[IndexedPod], want_failed_indexes: OrderedIntervals
+) -> None:
+    """Ports TestCalculateFailedIndexes."""
+    assert calculate_failed_indexes(job, pods) == want_failed_indexes
+
+
+# ---------------------------------------------------- TestGetPodsWithDelayedDeletionPerIndex
+@pytest.mark.parametrize(
+    ("job", "pods", "expected_rm_finalizers", "want"),
+    [
+        pytest.param(
+            IndexedJob(completions=3, backoff_limit_per_index=1),
+            [
+                build_pod("a", failure_count="0", phase=F, index="0", finalizer=True),
+                build_pod("b", failure_count="1", phase=F, index="1", finalizer=True),
+                build_pod("c", failure_count="0", phase=F, index="2", finalizer=True),
+            ],
+            frozenset(),
+            ["a", "c"],
+            id="failed pods are kept corresponding to non-failed indexes are kept",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0),
+            [build_pod("a", failure_count="0", phase=F, index="0")],
+            frozenset(),
+            [],
+            id="failed pod without finalizer; the pod's deletion is not delayed as it already "
+            "started",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0),
+            [build_pod("a", failure_count="0", phase=F, index="0", finalizer=True)],
+            frozenset({"a"}),
+            [],
+            id="failed pod with expected finalizer removal; the pod's deletion is not delayed "
+            "as it already started",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=0),
+            [build_pod("a", failure_count="0", phase=F, index="4", finalizer=True)],
+            frozenset(),
+            [],
+            id="failed pod with index outside of completions; the pod's deletion is not delayed",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=1),
+            [
+                build_pod("a1", failure_count="0", phase=F, index="0", finalizer=True),
+                build_pod("a2", failure_count="1", phase=R, index="0", finalizer=True),
+            ],
+            frozenset(),
+            [],
+            id="failed pod for active index; the pod's deletion is not delayed as it is "
+            "already replaced",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=1),
+            [
+                build_pod("a1", failure_count="0", phase=F, index="0", finalizer=True),
+                build_pod("a2", failure_count="1", phase=S, index="0", finalizer=True),
+            ],
+            frozenset(),
+            [],
+            id="failed pod for succeeded index; the pod's deletion is not delayed as it is "
+            "already replaced",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=4),
+            [
+                build_pod("a1", failure_count="0", phase=F, index="0", finalizer=True),
+                build_pod("a3", failure_count="2", phase=F, index="0", finalizer=True),
+                build_pod("a2", failure_count="1", phase=F, index="0", finalizer=True),
+            ],
+            frozenset(),
+            ["a3"],
+            id="multiple failed pods for index with different failure count; only the pod "
+            "with highest failure count is kept",
+        ),
+        pytest.param(
+            IndexedJob(completions=2, backoff_limit_per_index=4),
+            [
+                build_pod(
+                    "a1",
+                    failure_count="1",
+                    phase=F,
+                    index="0",
+                    deleted_at=T0 - timedelta(seconds=1),
+                    finalizer=True,
+                ),
+                build_pod(
+                    "a3", failure_count="1", phase=F, index="0", deleted_at=T0, finalizer=True
+                ),
+                build_pod(
+                    "a2",
+                    failure_count="1",
+                    phase=F,
+                    index="0",
+                    deleted_at=T0 - timedelta(seconds=2),
+                    finalizer=True,
+                ),
+            ],
+            frozenset(),
+            ["a3"],
+            id="multiple failed pods for index with different finish times; only the last "
+            "failed pod is kept",
+        ),
+    ],
+)
+def test_get_pods_with_delayed_deletion_per_index(
+    job: IndexedJob, pods: list[IndexedPod], expected_rm_finalizers: frozenset[str], want: list[str]
+) -> None:
+    """Ports TestGetPodsWithDelayedDeletionPerIndex, with the same jobCtx: the failed
+    and succeeded indexes calculated from the case's pods."""
+    failed = calculate_failed_indexes(job, pods)
+    _, succeeded = calculate_succeeded_indexes(job, pods)
+    got = get_pods_with_delayed_deletion_per_index(
+        job, pods, succeeded, failed, expected_rm_finalizers
+    )
+    assert sorted(p.info.uid for p in got.values()) == want
+
+
+def test_pods_with_delayed_deletion_are_keyed_by_index() -> None:
+    """Not upstream: the map's keys are the indexes (upstream's test reads only values)."""
+    job = IndexedJob(completions=3, backoff_limit_per_index=1)
+    pods = [
+        build_pod("a", failure_count="0", phase=F, index="0", finalizer=True),
+        build_pod("c", failure_count="0", phase=F, index="2", finalizer=True),
+    ]
+    got = get_pods_with_delayed_deletion_per_index(job, pods, (), ())
+    assert {ix: p.info.uid for ix, p in got.items()} == {0: "a", 2: "c"}
+
+
+# ------------------------------------------------------- TestGetNewIndexFailureCountValue
+@pytest.mark.parametrize(
+    ("job", "pod", "want_failures", "want_ignored"),
+    [
+        pytest.param(IndexedJob(completions=1), None, 0, 0, id="first pod created"),
+        pytest.param(
+            IndexedJob(completions=1),
+            build_pod("a", failure_count="0", phase=F, index="0", finalizer=True),
+            1,
+            0,
+            id="failed pod being replaced with 0 index failure count",
+        ),
+        pytest.param(
+            IndexedJob(completions=1),
+            build_pod("a", failure_count="3", phase=F, index="0", finalizer=True),
+            4,
+            0,
+            id="failed pod being replaced with >0 index failure count",
+        ),
+        # The rule: Ignore on condition DisruptionTarget=True, which the pod has.
+        pytest.param(
+            IndexedJob(completions=4, pod_failure_policy=matching(Match(False, "Ignore"))),
+            build_pod("a", failure_count="3", phase=F, index="3", finalizer=True),
+            3,
+            1,
+            id="failed pod being replaced, matching the ignore rule",
+        ),
+    ],
+)
+def test_get_new_index_failure_counts(
+    job: IndexedJob, pod: IndexedPod | None, want_failures: int, want_ignored: int
+) -> None:
+    """Ports TestGetNewIndexFailureCountValue. Upstream's job has no completions here;
+    IndexedJob needs one, and these functions do not read it."""
+    assert get_new_index_failure_counts(job, pod) == (want_failures, want_ignored)
+
+
+# ------------------------------------------------------------------ TestIntervalsHaveIndex
+@pytest.mark.parametrize(
+    ("intervals", "index", "want_has"),
+    [
+        pytest.param((), 4, False, id="empty"),
+        pytest.param(((2, 4), (5, 7)), 1, False, id="before all"),
+        pytest.param(((2, 4), (6, 8)), 9, False, id="after all"),
+        pytest.param(((2, 4), (6, 8)), 5, False, id="in between"),
+        pytest.param(((2, 4), (6, 8)), 2, True, id="in first"),
+        pytest.param(((2, 4), (6, 8)), 8, True, id="in second"),
+    ],
+)
+def test_intervals_have_index(intervals: OrderedIntervals, index: int, want_has: bool) -> None:
+    """Ports TestIntervalsHaveIndex."""
+    assert intervals_has(intervals, index) is want_has
+
+
+# ---------------------------------------------------------------- TestFirstPendingIndexes
+@pytest.mark.parametrize(
+    ("cnt", "completions", "active_pods", "succeeded", "failed", "want"),
+    [
+        pytest.param(5, 3, [], (), None, (0, 1, 2), id="cnt greater than completions"),
+        pytest.param(2, 5, [], (), None, (0, 1), id="cnt less than completions"),
+        pytest.param(3, 10, [("0", R), ("1", P)], (), None, (2, 3, 4), id="first pods active"),
+        pytest.param(
+            6, 6, [("6", P)], ((4, 5),), None, (0, 1, 2, 3), id="last pods active or succeeded"
+        ),
+        pytest.param(
+            5,
+            20,
+            [("3", P), ("5", R), ("8", P), (NO_INDEX, R), ("-3", R)],
+            ((2, 4), (9, 9)),
+            None,
+            (0, 1, 6, 7, 10),
+            id="mixed",
+        ),
+        pytest.param(
+            5,
+            20,
+            [("3", P), ("9", P)],
+            ((1, 1), (5, 5), (9, 9)),
+            ((2, 2), (6, 7)),
+            (0, 4, 8, 10, 11),
+            id="with failed indexes",
+        ),
+        pytest.param(0, 5, [], (), None, (), id="not upstream: nothing to create"),
+    ],
+)
+def test_first_pending_indexes(
+    cnt: int,
+    completions: int,
+    active_pods: list[tuple[str, str]],
+    succeeded: OrderedIntervals,
+    failed: OrderedIntervals | None,
+    want: tuple[int, ...],
+) -> None:
+    """Ports TestFirstPendingIndexes (upstream's job, newJob(1, 1, 1, Indexed), does not
+    replace only failed pods)."""
+    got = first_pending_indexes(hollows(active_pods), succeeded, failed, cnt, completions)
+    assert got == want
+
+
+def test_first_pending_indexes_skip_terminating_when_only_failed_are_replaced() -> None:
+    """Not upstream: with podReplacementPolicy Failed (or a podFailurePolicy) a
+    terminating pod's index is not pending until the pod has failed."""
+    terminating = build_pod("t", index="1", phase=R, deleted_at=T0)
+    active = [hollow("0", R)]
+    assert first_pending_indexes(active, (), None, 2, 4, pods=[terminating]) == (1, 2)
+    got = first_pending_indexes(
+        active, (), None, 2, 4, pods=[terminating], only_replace_failed=True
+    )
+    assert got == (2, 3)
+
+
+# --------------------------------------------------- TestAppendDuplicatedIndexPodsForRemoval
+@pytest.mark.parametrize(
+    ("pods", "want_rm", "want_left", "completions"),
+    [
+        pytest.param(
+            [(NO_INDEX, P), ("2", P), ("5", R), ("6", R)],
+            [(NO_INDEX, P), ("6", R)],
+            [("2", P), ("5", R)],
+            6,
+            id="all unique",
+        ),
+        pytest.param(
+            [("5", P), ("0", R), ("3", P), ("0", R), ("3", R), ("0", P), ("6", R), ("6", P)],
+            [("0", P), ("0", R), ("3", P), ("6", R), ("6", P)],
+            [("0", R), ("3", R), ("5", P)],
+            6,
+            id="all with index",
+        ),
+        pytest.param(
+            [(NO_INDEX, P), ("invalid", R), ("-2", R), ("0", P), ("1", P), ("1", P), ("1", R)],
+            [(NO_INDEX, P), ("invalid", R), ("-2", R), ("1", P), ("1", P)],
+            [("0", P), ("1", R)],
+            6,
+            id="mixed",
+        ),
+    ],
+)
+def test_append_duplicated_index_pods_for_removal(
+    pods: list[tuple[str, str]],
+    want_rm: list[tuple[str, str]],
+    want_left: list[tuple[str, str]],
+    completions: int,
+) -> None:
+    """Ports TestAppendDuplicatedIndexPodsForRemoval."""
+    rm, left = append_duplicated_index_pods_for_removal([], [], hollows(pods), completions)
+    assert index_phases(rm) == want_rm
+    assert index_phases(left) == want_left
+
+
+def test_append_duplicated_index_pods_for_removal_appends() -> None:
+    """Not upstream: the pods found are appended to the given rm and left, and among
+    duplicates the one furthest along (scheduled, ready) is kept."""
+    given_rm, given_left = hollow("9", R), hollow("8", R)
+    scheduled = indexed_pod(
+        PodInfo("s", "s", R, node_assigned=True), {COMPLETION_INDEX_ANNOTATION: "0"}
+    )
+    unscheduled = indexed_pod(PodInfo("u", "u", R), {COMPLETION_INDEX_ANNOTATION: "0"})
+    rm, left = append_duplicated_index_pods_for_removal(
+        [given_rm], [given_left], [scheduled, unscheduled], 2
+    )
+    assert rm == (given_rm, unscheduled)
+    assert left == (given_left, scheduled)
+
+
+def test_by_completion_index_puts_unknown_first_and_keeps_order() -> None:
+    """Not upstream: byCompletionIndex, unknown (-1) first."""
+    pods = hollows([("2", R), (NO_INDEX, R), ("0", R), ("2", P)])
+    assert index_phases(by_completion_index(pods)) == [(NO_INDEX, R), ("0", R), ("2", R), ("2", P)]
+
+
+# ------------------------------------------------------------ TestPodGenerateNameWithIndex
+@pytest.mark.parametrize(
+    ("job_name", "index", "want"),
+    [
+        pytest.param("indexed-job", 1, "indexed-job-1-", id="short job name"),
+        pytest.param(
+            "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooo",
+            1,
+            "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhh-1-",
+            id="job name exceeds MaxGeneneratedNameLength",
+        ),
+        pytest.param(
+            "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhoo",
+            1,
+            "hhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhhooooohhhhh-1-",
+            id="job name with index suffix exceeds MaxGeneratedNameLength",
+        ),
+        pytest.param("j" * 55, 1, "j" * 55 + "-1-", id="not upstream: exactly 58 characters"),
+        pytest.param("j" * 60, 12345, "j" * 51 + "-12345-", id="not upstream: long index"),
+    ],
+)
+def test_pod_generate_name_with_index(job_name: str, index: int, want: str) -> None:
+    """Ports TestPodGenerateNameWithIndex."""
+    assert pod_generate_name_with_index(job_name, index) == want
+
+
+# --------------------------------------------------------------- TestGetIndexFailureCount
+@pytest.mark.parametrize(
+    ("annotations", "want"),
+    [
+        pytest.param(None, 0, id="no annotation"),
+        pytest.param({INDEX_FAILURE_COUNT_ANNOTATION: "2"}, 2, id="valid value"),
+        pytest.param(
+            {INDEX_FAILURE_COUNT_ANNOTATION: str(MAX_INT32)}, MAX_INT32, id="valid maxint32 value"
+        ),
+        pytest.param({INDEX_FAILURE_COUNT_ANNOTATION: str(MAX_INT32 + 1)}, 0, id="too large value"),
+        pytest.param({INDEX_FAILURE_COUNT_ANNOTATION: "-1"}, 0, id="negative value"),
+        pytest.param({INDEX_FAILURE_COUNT_ANNOTATION: "xyz"}, 0, id="invalid int value"),
+        # Not upstream: what strconv.Atoi refuses and Python's int() would take.
+        pytest.param({INDEX_FAILURE_COUNT_ANNOTATION: " 2"}, 0, id="not upstream: space"),
+        pytest.param({INDEX_FAILURE_COUNT_ANNOTATION: "1_0"}, 0, id="not upstream: underscore"),
+        pytest.param({INDEX_FAILURE_COUNT_ANNOTATION: "+3"}, 3, id="not upstream: plus sign"),
+    ],
+)
+def test_get_index_failure_count(annotations: dict[str, str] | None, want: int) -> None:
+    """Ports TestGetIndexFailureCount."""
+    assert get_index_failure_count(annotations) == want
+    pod = indexed_pod(PodInfo("p", "p"), annotations)
+    assert pod.index_failure_count == want
+
+
+# ------------------------------------------------------------- not upstream: the rest
+@pytest.mark.parametrize(
+    ("value", "want"),
+    [
+        pytest.param(None, None, id="missing"),
+        pytest.param("0", 0, id="zero"),
+        pytest.param("17", 17, id="positive"),
+        pytest.param("-2", None, id="negative"),
+        pytest.param("invalid", None, id="invalid"),
+        pytest.param("", None, id="empty"),
+        pytest.param("+4", 4, id="plus sign, as strconv.Atoi"),
+    ],
+)
+def test_get_completion_index(value: str | None, want: int | None) -> None:
+    """getCompletionIndex (upstream tests it through hollow pods' "-2"/"invalid"/noIndex)."""
+    annotations = {} if value is None else {COMPLETION_INDEX_ANNOTATION: value}
+    assert get_completion_index(annotations) == want
+
+
+def test_completion_index_is_read_from_the_annotation_only() -> None:
+    """Upstream's getCompletionIndex ignores the label of the same name."""
+    body: dict[str, Any] = {
+        "metadata": {"name": "p", "uid": "u", "labels": {COMPLETION_INDEX_LABEL: "3"}},
+    }
+    assert parse_indexed_pod(body).completion_index is None
+
+
+def test_parse_indexed_pod() -> None:
+    body: dict[str, Any] = {
+        "metadata": {
+            "name": "p",
+            "uid": "u",
+            "finalizers": [c.TRACKING_FINALIZER],
+            "annotations": {
+                COMPLETION_INDEX_ANNOTATION: "3",
+                INDEX_FAILURE_COUNT_ANNOTATION: "2",
+                INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: "1",
+            },
+        },
+        "status": {"phase": F},
+    }
+    pod = parse_indexed_pod(body)
+    assert (pod.info.uid, pod.info.phase, pod.info.has_finalizer) == ("u", F, True)
+    assert (pod.completion_index, pod.index_failure_count, pod.index_ignored_failure_count) == (
+        3,
+        2,
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "completions", "want"),
+    [
+        pytest.param("", 5, (), id="empty"),
+        pytest.param("1,3-5,7", 10, ((1, 1), (3, 5), (7, 7)), id="mixed"),
+        pytest.param("0,1", 5, ((0, 1),), id="adjacent singles merge"),
+        pytest.param("0-2,3-4,6", 10, ((0, 4), (6, 6)), id="adjacent intervals merge"),
+        pytest.param("0-499", 500, ((0, 499),), id="one interval"),
+        pytest.param("2-9", 5, ((2, 4),), id="last cut at completions"),
+        pytest.param("1,7,2", 5, ((1, 1),), id="stops at the first out of range"),
+        pytest.param("-1,2", 5, ((2, 2),), id="negative skipped"),
+        pytest.param("1-2-3", 5, ((1, 2),), id="extra limit ignored"),
+    ],
+)
+def test_parse_indexes_from_string(text: str, completions: int, want: OrderedIntervals) -> None:
+    """parseIndexesFromString (upstream tests it through TestCalculateSucceededIndexes)."""
+    assert parse_indexes_from_string(text, completions) == want
+
+
+@pytest.mark.parametrize(
+    ("intervals", "want"),
+    [
+        pytest.param((), "", id="empty"),
+        pytest.param(((1, 1),), "1", id="one"),
+        pytest.param(((0, 1),), "0,1", id="two adjacent print as a list"),
+        pytest.param(((0, 2), (4, 4), (6, 7)), "0-2,4,6,7", id="mixed"),
+        pytest.param(((0, 4), (6, 6)), "0-4,6", id="interval and one"),
+    ],
+)
+def test_intervals_string(intervals: OrderedIntervals, want: str) -> None:
+    """orderedIntervals.String, on status strings upstream's TestTrackJobStatusAndRemoveFinalizers
+    expects; they parse back to the same intervals."""
+    assert intervals_string(intervals) == want
+    assert parse_indexes_from_string(want, 1000) == intervals
+
+
+@pytest.mark.parametrize(
+    ("left", "right", "want"),
+    [
+        pytest.param((), (), (), id="both empty"),
+        pytest.param(((1, 2),), (), ((1, 2),), id="right empty"),
+        pytest.param(((0, 1),), ((2, 3),), ((0, 3),), id="adjacent"),
+        pytest.param(((0, 5),), ((2, 3),), ((0, 5),), id="contained"),
+        pytest.param(
+            ((0, 2), (8, 9)), ((4, 5), (6, 6)), ((0, 2), (4, 6), (8, 9)), id="interleaved"
+        ),
+        pytest.param(((3, 4),), ((3, 7),), ((3, 7),), id="same first"),
+    ],
+)
+def test_merge_intervals(
+    left: OrderedIntervals, right: OrderedIntervals, want: OrderedIntervals
+) -> None:
+    assert merge_intervals(left, right) == want
+    assert merge_intervals(right, left) == want
+    assert intervals_total(want) == sum(b - a + 1 for a, b in want)
+
+
+def test_with_ordered_indexes() -> None:
+    assert with_ordered_indexes(((2, 3),), [0, 1, 4, 9]) == ((0, 4), (9, 9))
+    assert intervals_total(((0, 4), (9, 9))) == 6
+
+
+def test_completion_mode() -> None:
+    assert completion_mode_str(None) == "NonIndexed"
+    assert completion_mode_str("Indexed") == "Indexed"
+    assert is_indexed_job("Indexed")
+    assert not is_indexed_job(None)
+    assert not is_indexed_job("NonIndexed")
+
+
+ENV_FROM_LABEL = {
+    "name": COMPLETION_INDEX_ENV_NAME,
+    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{COMPLETION_INDEX_LABEL}']"}},
+}
+
+
+def test_env_variable_added_to_every_container() -> None:
+    """addCompletionIndexEnvVariables, as checkJobCompletionEnvVariable expects; a
+    container that sets JOB_COMPLETION_INDEX itself keeps its own."""
+    own = {"name": COMPLETION_INDEX_ENV_NAME, "value": "mine"}
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"a": "b"}},
+        "spec": {
+            "initContainers": [{"name": "init"}],
+            "containers": [
+                {"name": "main", "env": [{"name": "X", "value": "1"}]},
+                {"name": "own", "env": [own]},
+            ],
+        },
+    }
+    before = copy.deepcopy(template)
+    out = add_completion_index_env_variables(template)
+    assert template == before
+    assert out["spec"]["initContainers"][0]["env"] == [ENV_FROM_LABEL]
+    assert out["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}, ENV_FROM_LABEL]
+    assert out["spec"]["containers"][1]["env"] == [own]
+
+
+def test_env_variable_from_annotation() -> None:
+    """The pre-PodIndexLabel field path (checkJobCompletionEnvVariable with
+    podIndexLabelDisabled)."""
+    out = add_completion_index_env_variables(
+        {"spec": {"containers": [{"name": "m"}]}}, from_label=False
+    )
+    path = out["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["fieldPath"]
+    assert path == f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
+
+
+def test_annotation_and_label_added_to_a_copy() -> None:
+    template: dict[str, Any] = {"spec": {}}
+    annotated = add_completion_index_annotation(template, 4)
+    labelled = add_completion_index_label(annotated, 4)
+    assert template == {"spec": {}}
+    assert annotated["metadata"] == {"annotations": {COMPLETION_INDEX_ANNOTATION: "4"}}
+    assert labelled["metadata"] == {
+        "annotations": {COMPLETION_INDEX_ANNOTATION: "4"},
+        "labels": {COMPLETION_INDEX_LABEL: "4"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("job", "replaced", "want"),
+    [
+        pytest.param(
+            IndexedJob(completions=1), None, {INDEX_FAILURE_COUNT_ANNOTATION: "0"}, id="first pod"
+        ),
+        pytest.param(
+            IndexedJob(completions=1),
+            build_pod("a", failure_count="2", phase=F, index="0"),
+            {INDEX_FAILURE_COUNT_ANNOTATION: "3"},
+            id="counted failure",
+        ),
+        pytest.param(
+            IndexedJob(completions=1, pod_failure_policy=matching(Match(False, "Ignore"))),
+            build_pod("a", failure_count="2", phase=F, index="0"),
+            {INDEX_FAILURE_COUNT_ANNOTATION: "2", INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: "1"},
+            id="ignored failure",
+        ),
+    ],
+)
+def test_index_failure_count_annotation(
+    job: IndexedJob, replaced: IndexedPod | None, want: dict[str, str]
+) -> None:
+    """addIndexFailureCountAnnotation: the ignored count only when above 0."""
+    out = add_index_failure_count_annotation(
+        {"metadata": {"annotations": {"k": "v"}}}, job, replaced
+    )
+    assert out["metadata"]["annotations"] == {"k": "v", **want}
+
+
+def test_failure_count_wraps_as_int32() -> None:
+    """Upstream increments an int32."""
+    pod = build_pod("a", failure_count=str(MAX_INT32), phase=F, index="0")
+    assert get_new_index_failure_counts(IndexedJob(completions=1), pod) == (-(2**31), 0)
+
+
+def test_template_for_index() -> None:
+    """manageJob's per-index template, as checkIndexedJobPods expects: annotation, label,
+    hostname <job>-<index>, generateName <job>-<index>-, and with backoffLimitPerIndex the
+    failure count carried on from the index's delayed failed pod."""
+    template: dict[str, Any] = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}}
+    before = copy.deepcopy(template)
+    delayed = {2: build_pod("old", failure_count="1", phase=F, index="2")}
+    job = IndexedJob(completions=3, backoff_limit_per_index=2)
+    out, generate_name = template_for_index(template, job, "pj", 2, delayed)
+    assert template == before
+    assert generate_name == "pj-2-"
+    assert out["spec"] == {"containers": [], "hostname": pod_hostname("pj", 2)}
+    assert out["spec"]["hostname"] == "pj-2"
+    assert out["metadata"] == {
+        "labels": {"a": "b", COMPLETION_INDEX_LABEL: "2"},
+        "annotations": {COMPLETION_INDEX_ANNOTATION: "2", INDEX_FAILURE_COUNT_ANNOTATION: "2"},
+    }
+    out, _ = template_for_index(template, IndexedJob(completions=3), "pj", 0, delayed)
+    assert out["metadata"]["annotations"] == {COMPLETION_INDEX_ANNOTATION: "0"}
