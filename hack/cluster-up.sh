@@ -144,22 +144,27 @@ ${2:+subjectAltName = $2}
 EOF
 }
 new_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
-# issue NAME SUBJECT EXTENDED_KEY_USAGE [SUBJECT_ALT_NAMES]
+# new_ca NAME SUBJECT: a self-signed CA, NAME.crt and NAME.key.
+new_ca() {
+  new_key "$PKI_DIR/$1.key"
+  openssl req -x509 -new -key "$PKI_DIR/$1.key" -subj "$2" -days 3650 \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
+    -out "$PKI_DIR/$1.crt" 2>/dev/null
+}
+# [CA=NAME] issue NAME SUBJECT EXTENDED_KEY_USAGE [SUBJECT_ALT_NAMES]
+# signed by the cluster CA, or by the CA named in $CA.
 issue() {
-  local name=$1 subject=$2 eku=$3 sans=${4:-}
+  local name=$1 subject=$2 eku=$3 sans=${4:-} ca=${CA:-ca}
   new_key "$PKI_DIR/$name.key"
   openssl req -new -key "$PKI_DIR/$name.key" -subj "$subject" -out "$PKI_DIR/$name.csr" 2>/dev/null
-  openssl x509 -req -in "$PKI_DIR/$name.csr" -CA "$PKI_DIR/ca.crt" -CAkey "$PKI_DIR/ca.key" \
+  openssl x509 -req -in "$PKI_DIR/$name.csr" -CA "$PKI_DIR/$ca.crt" -CAkey "$PKI_DIR/$ca.key" \
     -CAcreateserial -days 3650 -extensions ext -extfile <(cert_conf "$eku" "$sans") \
     -out "$PKI_DIR/$name.crt" 2>/dev/null
   rm -f "$PKI_DIR/$name.csr"
 }
 
 issue_certificates() {
-  new_key "$PKI_DIR/ca.key"
-  openssl req -x509 -new -key "$PKI_DIR/ca.key" -subj "/CN=paralleljob-local-ca" -days 3650 \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign,digitalSignature" \
-    -out "$PKI_DIR/ca.crt" 2>/dev/null
+  new_ca ca "/CN=paralleljob-local-ca"
   new_key "$PKI_DIR/sa.key"
   openssl pkey -in "$PKI_DIR/sa.key" -pubout -out "$PKI_DIR/sa.pub" 2>/dev/null
 
@@ -177,6 +182,13 @@ issue_certificates() {
   # authorizer only admits one node per identity, so kwok is cluster-admin
   # (as in kwok's own deployment manifests).
   issue kwok "/O=system:masters/CN=kwok-controller" clientAuth
+
+  # The API aggregation layer, as kubeadm sets it up: the apiserver proxies
+  # requests to aggregated APIs (apiregistration.k8s.io APIServices) with this
+  # client certificate, from a CA of its own; aggregated API servers trust
+  # the X-Remote-User/-Group headers only from a client that CA signed.
+  new_ca front-proxy-ca "/CN=front-proxy-ca"
+  CA=front-proxy-ca issue front-proxy-client "/CN=front-proxy-client" clientAuth
 }
 
 # ---------------------------------------------------------------- configs
@@ -283,6 +295,14 @@ start_containerd() {
   start containerd "$(command -v containerd)" --config "$CONTAINERD_DIR/config.toml" --log-level warn
 }
 
+# The aggregation layer (--requestheader-*, --proxy-client-*; issue_certificates)
+# with --enable-aggregator-routing: the aggregator dials an APIService's endpoint
+# addresses (EndpointSlices: pod IPs on the bridge) instead of its ClusterIP. The
+# API server runs on the host, where a ClusterIP is reachable only through
+# kube-proxy's iptables rules; while they are missing (kube-proxy down, or a new
+# Service not yet synced) a connection to it follows the default route off the
+# machine (seen: the availability check, which skips TLS verification, got a
+# 404 from outside).
 start_apiserver() {
   start kube-apiserver "$KUBE_BIN/kube-apiserver" \
     --etcd-servers=http://127.0.0.1:2379 \
@@ -299,6 +319,14 @@ start_apiserver() {
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction \
+    --requestheader-client-ca-file="$PKI_DIR/front-proxy-ca.crt" \
+    --requestheader-allowed-names=front-proxy-client \
+    --requestheader-extra-headers-prefix=X-Remote-Extra- \
+    --requestheader-group-headers=X-Remote-Group \
+    --requestheader-username-headers=X-Remote-User \
+    --proxy-client-cert-file="$PKI_DIR/front-proxy-client.crt" \
+    --proxy-client-key-file="$PKI_DIR/front-proxy-client.key" \
+    --enable-aggregator-routing=true \
     --audit-policy-file="$HACK_DIR/cluster/audit-policy.yaml" \
     --audit-log-path="$LOG_DIR/audit.log" --audit-log-maxsize=200 --audit-log-maxbackup=5 \
     --allow-privileged=true \
