@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned cluster binaries from the Go module proxy into
 # $CACHE_DIR/<component>-<version>/, skipping any that are already built.
-# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns]...  (default: all)
+# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|keda]...
+# (default: etcd kwok coredns kubernetes; keda only when asked for)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_cmd go "install Go 1.26 (https://go.dev/dl) and put it on PATH"
@@ -85,13 +86,73 @@ build_etcd() { build_wrapped etcd "$ETCD_VERSION" go.etcd.io/etcd/server/v3 go.e
 build_kwok() { build_wrapped kwok "$KWOK_VERSION" sigs.k8s.io/kwok sigs.k8s.io/kwok/cmd/kwok kwok; }
 build_coredns() { build_wrapped coredns "$COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns coredns; }
 
+KEDA_MODULE=github.com/kedacore/keda/v2
+# binary name -> main package: the operator and the metrics API server
+# (adapter) that KEDA's own images ship; the admission webhooks are left out.
+declare -A KEDA_COMMANDS=([keda]=cmd/operator [keda-adapter]=cmd/adapter)
+
+# KEDA's go.mod has replace and exclude directives, so `go install` refuses it
+# and a dependency's directives are ignored: a wrapper module requires KEDA,
+# copies its go line and every replace/exclude that points to a module version.
+# A replace to a local path cannot be copied, so it is an error.
+write_keda_module() {
+  local dir=$1 upstream=$1/upstream.mod local_replaces
+  mkdir -p "$dir"
+  curl -fsS "https://proxy.golang.org/$KEDA_MODULE/@v/${KEDA_VERSION}.mod" -o "$upstream" \
+    || cp "$(go mod download -json "$KEDA_MODULE@$KEDA_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')" "$upstream"
+  # One directive per line, block form or not: "replace A v => B v", "exclude A v".
+  awk '/^(replace|exclude) \($/ { block = $1; next }
+       block && /^\)/ { block = ""; next }
+       block && NF { sub(/^[ \t]+/, ""); print block " " $0; next }
+       /^(replace|exclude) [^(]/ { print }' "$upstream" | sed 's#[ \t]*//.*##' >"$dir/directives"
+  local_replaces=$(grep -E '^replace .*=> *(\.|/)' "$dir/directives" || true)
+  [ -z "$local_replaces" ] || die "keda $KEDA_VERSION: go.mod replaces with local paths: $local_replaces"
+  {
+    echo "module paralleljob.dev/hack/keda"
+    grep -E '^(go|toolchain) ' "$upstream"
+    echo "require $KEDA_MODULE $KEDA_VERSION"
+    cat "$dir/directives"
+  } >"$dir/go.mod"
+  rm -f "$upstream" "$dir/directives"
+  printf '//go:build tools\n\npackage tools\n\nimport (\n' >"$dir/tools.go"
+  local bin
+  for bin in "${!KEDA_COMMANDS[@]}"; do printf '\t_ "%s/%s"\n' "$KEDA_MODULE" "${KEDA_COMMANDS[$bin]}" >>"$dir/tools.go"; done
+  printf ')\n' >>"$dir/tools.go"
+}
+
+build_keda() {
+  local out=$CACHE_DIR/keda-$KEDA_VERSION bin
+  local cached=1
+  for bin in "${!KEDA_COMMANDS[@]}"; do [ -x "$out/bin/$bin" ] || cached=; done
+  [ -n "$cached" ] && { log "keda $KEDA_VERSION: cached in $out"; return; }
+  local work=$CACHE_DIR/src/keda-$KEDA_VERSION
+  write_keda_module "$work"
+  # As KEDA's Makefile (GO_LDFLAGS), whose release builds pass the tag
+  # without its "v"; GitCommit stays empty, the proxy does not know it.
+  local ldflags="-s -w -X $KEDA_MODULE/version.Version=${KEDA_VERSION#v}"
+  (
+    cd "$work" || exit 1
+    log "keda $KEDA_VERSION: resolving modules"
+    go mod tidy -e >/dev/null 2>&1 || true
+    go mod download
+    mkdir -p "$out/bin.tmp"
+    for bin in "${!KEDA_COMMANDS[@]}"; do
+      local start=$SECONDS
+      log "keda $KEDA_VERSION: building $bin"
+      CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/bin.tmp/$bin" "$KEDA_MODULE/${KEDA_COMMANDS[$bin]}"
+      log "keda $KEDA_VERSION: built $bin in $((SECONDS - start))s"
+    done
+  )
+  rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
+}
+
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(etcd kwok coredns kubernetes)
 total=$SECONDS
 for target in "${targets[@]}"; do
   case $target in
-    kubernetes|etcd|kwok|coredns) "build_$target" ;;
-    *) die "unknown component '$target' (expected kubernetes, etcd, kwok or coredns)" ;;
+    kubernetes|etcd|kwok|coredns|keda) "build_$target" ;;
+    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns or keda)" ;;
   esac
 done
 log "all requested components ready in $((SECONDS - total))s (cache: $CACHE_DIR)"
