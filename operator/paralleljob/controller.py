@@ -19,7 +19,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -42,8 +42,11 @@ from .core import (
 )
 from .events import JobRef, Recorder
 from .expectations import UIDTrackingExpectations
+from .indexed import pod_templates
 from .json_types import JsonDict
 from .model import (
+    INDEXED_COMPLETION,
+    NON_INDEXED_COMPLETION,
     JobStatus,
     PodInfo,
     is_finished,
@@ -52,7 +55,7 @@ from .model import (
     spec_defaults_patch,
     status_to_dict,
 )
-from .pods import build_pod, owner_reference
+from .pods import build_pod, job_template, owner_reference
 from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
 from .ratelimit import SlotScheduler
 from .ref_manager import claim_pods
@@ -166,6 +169,9 @@ class JobRuntime:
         self.seen_rv = -1
         #: The oldest status write (resourceVersion, when) the job watch has not shown.
         self.unechoed: tuple[int, float] | None = None
+        #: Spec defaults the API server dropped when written (a CRD without the field):
+        #: not written again, so that the job is not patched at every sync.
+        self.unstored_defaults: set[str] = set()
 
     @property
     def ref(self) -> JobRef:
@@ -433,13 +439,31 @@ class Controller:
         return True
 
     async def _write_spec_defaults(self, rt: JobRuntime) -> bool:
-        """Writes the defaults a batch/v1 Job gets from the API server."""
+        """Writes the defaults a batch/v1 Job gets from the API server. A default the
+        API server does not store (the CRD predates the field) is not written again for
+        this job; the core applies it anyway (model.parse_spec)."""
         meta = rt.body["metadata"]
-        defaults = spec_defaults_patch(rt.body.get("spec") or {})
-        if meta.get("deletionTimestamp") is not None or defaults is None:
+        defaults = {
+            k: v
+            for k, v in (spec_defaults_patch(rt.body.get("spec") or {}) or {}).items()
+            if k not in rt.unstored_defaults
+        }
+        if meta.get("deletionTimestamp") is not None or not defaults:
             return False
         patch = {"spec": defaults}
-        rt.offer(await self._patch(rt, self.api.patch_job, patch, meta.get("resourceVersion")))
+        written = await self._patch(rt, self.api.patch_job, patch, meta.get("resourceVersion"))
+        rt.offer(written)
+        stored = written.get("spec") or {}
+        dropped = {k for k in defaults if stored.get(k) is None}
+        if dropped:
+            log.warning(
+                "%s/%s: the API server did not store the spec defaults %s (is the CRD older "
+                "than the operator?)",
+                rt.namespace,
+                rt.name,
+                sorted(dropped),
+            )
+            rt.unstored_defaults |= dropped
         return True
 
     async def _claim_pods(self, rt: JobRuntime, pods_of: PodsOf) -> list[PodInfo]:
@@ -525,7 +549,7 @@ class Controller:
         """job_sync_duration_seconds and job_syncs_total."""
         managed = ctx.inp.expectations_satisfied and not ctx.job.deleting
         action = metrics.sync_action(outcome.created, len(outcome.deleted), managed)
-        mode = metrics.NON_INDEXED
+        mode = _completion_mode(ctx.job.spec.completion_mode)
         elapsed = self.clock.monotonic() - started
         metrics.JOB_SYNC_DURATION.labels(mode, result, action).observe(elapsed)
         metrics.JOB_SYNCS.labels(mode, result, action).inc()
@@ -607,7 +631,8 @@ class Controller:
         rt.offer(written)
         # Any write carries the job's progress: its progress slot is used or freed.
         self._release_slots(rt, self.progress_slots)
-        _record_finished(current, status)
+        spec = rt.body.get("spec") or {}
+        _record_finished(_completion_mode(spec.get("completionMode")), current, status)
         return True
 
     # -- pods ------------------------------------------------------------------------
@@ -626,7 +651,7 @@ class Controller:
         wait = rt.create_retry_at - self.clock.monotonic()
         if wait > 0:
             return PodOutcome(), wait
-        created, error = await self._create_pods(rt, body, plan.create)
+        created, error = await self._create_pods(rt, body, plan)
         if error is None:
             rt.create_failures = 0
             return PodOutcome(created=created), None
@@ -640,9 +665,10 @@ class Controller:
         return PodOutcome(created=created, create_error=error), retry
 
     async def _create_pods(
-        self, rt: JobRuntime, body: Mapping[str, Any], count: int
+        self, rt: JobRuntime, body: Mapping[str, Any], plan: PodPlan
     ) -> tuple[int, str | None]:
         """Slow start, as upstream: batches of 1, 2, 4, ...; stop at the first error.
+        An Indexed job's pods are created for ``plan.create_indexes`` in order.
 
         Unlike upstream, a job whose creations all succeeded last time starts where that
         slow start ended rather than at 1: slow start guards against a flood of doomed
@@ -650,10 +676,12 @@ class Controller:
         next is not doomed. An error starts the next slow start at 1 again."""
         created = 0
         batch = rt.slow_start_batch
-        remaining = count
+        remaining = plan.create
+        new_pods = _new_pods(body, plan)
         while remaining > 0:
             size = min(batch, remaining)
-            results = await asyncio.gather(*(self._create_pod(rt, body) for _ in range(size)))
+            batch_pods = [next(new_pods) for _ in range(size)]
+            results = await asyncio.gather(*(self._create_pod(rt, pod) for pod in batch_pods))
             created += sum(1 for r in results if r is None)
             errors = [r for r in results if r is not None]
             _record_creations(size - len(errors), len(errors))
@@ -669,9 +697,9 @@ class Controller:
             batch = min(batch * 2, MAX_SLOW_START_BATCH)
         return created, None
 
-    async def _create_pod(self, rt: JobRuntime, body: Mapping[str, Any]) -> ApiError | None:
+    async def _create_pod(self, rt: JobRuntime, new_pod: JsonDict) -> ApiError | None:
         try:
-            pod = await self.api.create_pod(rt.namespace, build_pod(body))
+            pod = await self.api.create_pod(rt.namespace, new_pod)
         except ApiError as exc:
             return exc
         meta = pod.get("metadata", {})
@@ -759,6 +787,25 @@ class Controller:
                 log.warning("releasing pod %s/%s failed: %s", pod.namespace, pod.name, exc)
 
 
+def _new_pods(body: Mapping[str, Any], plan: PodPlan) -> Iterator[JsonDict]:
+    """The pods ``plan`` creates, built as they are needed: from the job's template, or
+    for an Indexed job from its index's (addCompletionIndexEnvVariables and the rest of
+    manageJob's per-index template)."""
+    if not plan.create_indexes:
+        while True:
+            yield build_pod(body)
+    job = parse_job(body)
+    for template, generate_name in pod_templates(job, job_template(body), plan.create_indexes):
+        yield build_pod(body, template, generate_name)
+
+
+def _completion_mode(completion_mode: object) -> str:
+    """getCompletionMode: the metrics' completion_mode label for spec.completionMode."""
+    if completion_mode == INDEXED_COMPLETION:
+        return INDEXED_COMPLETION
+    return NON_INDEXED_COMPLETION
+
+
 def _record_creations(succeeded: int, failed: int) -> None:
     """recordJobPodsCreationTotal (reason "new": no pod replacement policy yet)."""
     if succeeded:
@@ -771,9 +818,9 @@ def _only_duration_differs(current: JobStatus, wanted: JobStatus) -> bool:
     return current != wanted and replace(wanted, duration_text=current.duration_text) == current
 
 
-def _record_finished(before: JobStatus, after: JobStatus) -> None:
-    """recordJobPodFinished and the jobs_finished_total count of enactJobFinished."""
-    mode = metrics.NON_INDEXED
+def _record_finished(mode: str, before: JobStatus, after: JobStatus) -> None:
+    """recordJobPodFinished and the jobs_finished_total count of enactJobFinished
+    (``mode``: the job's completion mode label)."""
     if after.succeeded > before.succeeded:
         metrics.JOB_PODS_FINISHED.labels(mode, metrics.SUCCEEDED).inc(
             after.succeeded - before.succeeded

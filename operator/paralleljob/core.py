@@ -21,6 +21,12 @@ step's API calls achieved, exactly as upstream interleaves them
    when DURATION changes.
 
 A pod is therefore counted exactly once, whatever crashes between the steps.
+
+Indexed jobs, podReplacementPolicy and successPolicy hook in where upstream's syncJob
+branches on them; the decisions themselves are in :mod:`.indexed` (which indexes
+succeeded, which to create, duplicate indexes to remove, ``completedIndexes``),
+:mod:`.success_policy` (whether a rule is met) and :mod:`.tracking` (how a finished pod
+is recorded).
 """
 
 from __future__ import annotations
@@ -38,6 +44,14 @@ from .backoff import (
     next_record,
     remaining_seconds,
 )
+from .indexed import (
+    OrderedIntervals,
+    append_duplicated_index_pods_for_removal,
+    intervals_total,
+    job_succeeded_indexes,
+    pending_indexes,
+    track_succeeded_indexes,
+)
 from .model import (
     Condition,
     Job,
@@ -48,6 +62,7 @@ from .model import (
     is_finished,
     selector_for,
 )
+from .success_policy import REASON_SUCCESS_POLICY, matches_success_policy
 from .timeutil import truncate
 from .tracking import (
     clean_uncounted_pods_without_finalizers,
@@ -107,6 +122,10 @@ class SyncContext:
     verdict: Condition | None
     #: Seconds until activeDeadlineSeconds runs out, while it has not.
     deadline_requeue: float | None
+    #: Indexed jobs: status.completedIndexes (prevSucceededIndexes), and those with the
+    #: indexes of the succeeded pods not counted yet (succeededIndexes).
+    prev_succeeded_indexes: OrderedIntervals = ()
+    succeeded_indexes: OrderedIntervals = ()
 
     @property
     def job(self) -> Job:
@@ -129,6 +148,9 @@ class PodPlan:
     """Step 1: what manageJob (or a verdict) does to pods."""
 
     create: int = 0
+    #: Indexed jobs: the completion index of each pod to create, in creation order
+    #: (``create`` is their number); empty for a NonIndexed job.
+    create_indexes: tuple[int, ...] = ()
     delete: tuple[PodInfo, ...] = ()
     #: True for scale-down and suspend (such pods are never counted as failures);
     #: False when a job's active pods are deleted for its verdict (they count as failed).
@@ -236,11 +258,19 @@ def removal_order_key(pod: PodInfo) -> tuple[int, int, int, float, int, float]:
     )
 
 
-def pods_for_removal(pods: Sequence[PodInfo], count: int) -> tuple[PodInfo, ...]:
-    """activePodsForRemoval: the first ``count`` pods in deletion order."""
-    if count <= 0:
-        return ()
-    return tuple(sorted(pods, key=removal_order_key)[:count])
+def pods_for_removal(
+    pods: Sequence[PodInfo], count: int, indexed_completions: int | None = None
+) -> tuple[PodInfo, ...]:
+    """activePodsForRemoval: the first ``count`` pods in deletion order. For an Indexed
+    job (``indexed_completions``: its completions) first every pod without a valid index
+    and all but one of the pods of each index, however many they are."""
+    rm: tuple[PodInfo, ...] = ()
+    left: Sequence[PodInfo] = pods
+    if indexed_completions is not None:
+        rm, left = append_duplicated_index_pods_for_removal((), (), pods, indexed_completions)
+    if len(rm) < count:
+        rm = (*rm, *sorted(left, key=removal_order_key)[: count - len(rm)])
+    return rm
 
 
 def want_active(completions: int | None, parallelism: int, succeeded: int, active: int) -> int:
@@ -309,12 +339,22 @@ def _with_display(ctx: SyncContext, status: JobStatus) -> JobStatus:
 
 def sync_context(inp: SyncInput) -> SyncContext:
     """syncJob up to manageJob: the counts, startTime, and the verdict on the job."""
-    status = inp.job.status
+    job, status = inp.job, inp.job.status
     active = tuple(active_pods(inp.pods))
-    new_succeeded, new_failed = new_finished_pods(inp.pods, status, inp.expected_removed_finalizers)
+    new_succeeded, new_failed = new_finished_pods(
+        inp.pods, status, inp.expected_removed_finalizers, job.spec
+    )
     failed = status.failed + len(new_failed) + len(set(status.uncounted_failed))
+    succeeded = status.succeeded + len(new_succeeded) + len(set(status.uncounted_succeeded))
+    # An Indexed job counts its succeeded indexes.
+    prev_indexes, indexes = job_succeeded_indexes(job, inp.pods)
+    if job.spec.indexed:
+        succeeded = intervals_total(indexes)
     start_time = _start_time(inp)
     verdict = _verdict(inp, failed, start_time)
+    deadline_requeue = _deadline_requeue(inp, start_time) if verdict is None else None
+    if verdict is None:
+        verdict = _success_policy_verdict(inp, indexes)
     return SyncContext(
         inp=inp,
         active=active,
@@ -322,11 +362,13 @@ def sync_context(inp: SyncInput) -> SyncContext:
         terminating=sum(1 for p in inp.pods if p.terminating),
         new_succeeded=new_succeeded,
         new_failed=new_failed,
-        succeeded=status.succeeded + len(new_succeeded) + len(set(status.uncounted_succeeded)),
+        succeeded=succeeded,
         failed=failed,
         start_time=start_time,
         verdict=verdict,
-        deadline_requeue=_deadline_requeue(inp, start_time) if verdict is None else None,
+        deadline_requeue=deadline_requeue,
+        prev_succeeded_indexes=prev_indexes,
+        succeeded_indexes=indexes,
     )
 
 
@@ -372,6 +414,22 @@ def _failure_verdict(inp: SyncInput, failed: int, start_time: datetime | None) -
     return None
 
 
+def _success_policy_verdict(inp: SyncInput, succeeded: OrderedIntervals) -> Condition | None:
+    """An Indexed job's SuccessCriteriaMet for a rule of its successPolicy its succeeded
+    indexes meet, evaluated after the failure scenarios (matchSuccessPolicy)."""
+    job = inp.job
+    if not job.spec.indexed:
+        return None
+    met, message = matches_success_policy(
+        job.spec.success_policy, job.name, job.spec.completions or 0, succeeded
+    )
+    if not met:
+        return None
+    return new_condition(
+        c.COND_SUCCESS_CRITERIA_MET, "True", REASON_SUCCESS_POLICY, message, inp.now
+    )
+
+
 def _deadline_requeue(inp: SyncInput, start_time: datetime | None) -> float | None:
     """When to sync again for activeDeadlineSeconds (syncJob's queue.AddAfter)."""
     spec = inp.job.spec
@@ -403,32 +461,44 @@ def _delete_active_pods(ctx: SyncContext) -> PodPlan:
 
 
 def _manage_job(ctx: SyncContext) -> PodPlan:
-    """manageJob: delete a suspended job's pods or the surplus, or create the missing."""
+    """manageJob: delete a suspended job's pods or the surplus (and an Indexed job's
+    duplicate and out-of-range indexes), or create the missing; never both in one sync."""
     spec = ctx.job.spec
     limit = ctx.inp.config.max_pod_changes_per_sync
     if spec.suspend:
-        return PodPlan(delete=pods_for_removal(ctx.active, len(ctx.active)), reason="suspend")
+        return PodPlan(delete=_pods_for_removal(ctx, len(ctx.active)), reason="suspend")
     active = len(ctx.active)
     want = want_active(spec.completions, spec.parallelism, ctx.succeeded, active)
-    if active > want:
-        return PodPlan(
-            delete=pods_for_removal(ctx.active, min(active - want, limit)),
-            reason="scale-down",
-            requeue_after=ctx.deadline_requeue,
-        )
-    if want > active:
-        return _create_after_backoff(ctx, min(want - active, limit))
+    surplus = _pods_for_removal(ctx, active - want)[:limit]
+    if surplus:
+        return PodPlan(delete=surplus, reason="scale-down", requeue_after=ctx.deadline_requeue)
+    # With podReplacementPolicy Failed, a terminating pod is replaced once it has failed.
+    terminating = ctx.terminating if spec.only_replace_failed else 0
+    if want - terminating > active:
+        return _create_after_backoff(ctx, min(want - terminating - active, limit))
     return PodPlan(requeue_after=ctx.deadline_requeue)
 
 
+def _pods_for_removal(ctx: SyncContext, count: int) -> tuple[PodInfo, ...]:
+    spec = ctx.job.spec
+    return pods_for_removal(ctx.active, count, spec.completions if spec.indexed else None)
+
+
 def _create_after_backoff(ctx: SyncContext, count: int) -> PodPlan:
-    """manageJob's creations, held back while the pod-failure back-off runs."""
+    """manageJob's creations, held back while the pod-failure back-off runs; an Indexed
+    job's for its lowest pending indexes."""
     cfg, now = ctx.inp.config, ctx.now
     record = _next_backoff(ctx.job.status, ctx.new_succeeded, ctx.new_failed, now)
     wait = remaining_seconds(record, now, cfg.backoff_base_seconds, cfg.backoff_max_seconds)
     if wait > 0:
         return PodPlan(requeue_after=_min_delay(wait, ctx.deadline_requeue), reason="backoff")
-    return PodPlan(create=count, reason="create", requeue_after=ctx.deadline_requeue)
+    indexes: tuple[int, ...] = ()
+    if ctx.job.spec.indexed:
+        indexes = pending_indexes(ctx.job, ctx.active, ctx.inp.pods, ctx.succeeded_indexes, count)
+        count = len(indexes)
+    return PodPlan(
+        create=count, create_indexes=indexes, reason="create", requeue_after=ctx.deadline_requeue
+    )
 
 
 # ----------------------------------------------------------------------------- step 2
@@ -574,6 +644,11 @@ def _track_job_status(
         verdict,
         job_deleting=ctx.job.deleting,
         max_uncounted=inp.config.max_uncounted,
+        spec=ctx.job.spec,
+        prev_succeeded_indexes=ctx.prev_succeeded_indexes,
+    )
+    status = track_succeeded_indexes(
+        ctx.job.spec, status, ctx.succeeded_indexes, recorded.new_succeeded_indexes
     )
     record = _next_backoff(status, recorded.newly_succeeded, recorded.newly_failed, ctx.now)
     conditions, terminal = _interim_condition(status.conditions, verdict, ctx.now)

@@ -1,9 +1,11 @@
 """Indexed completion mode: completion indexes, their intervals, and per-index failures.
 
 Ports ``pkg/controller/job/indexed_job_utils.go`` (Kubernetes v1.34.4), plus the few
-helpers of ``job_controller.go`` its functions call (``isPodFailed``,
-``onlyReplaceFailedPods``, the per-index part of ``manageJob``'s pod creation). Nothing
-here does I/O. What differs:
+helpers of ``job_controller.go`` its functions call (``isPodFailed``, which lives in
+``model.py``, ``onlyReplaceFailedPods``, the per-index part of ``manageJob``'s pod
+creation), and at the end the hooks the core and the shell call where upstream's
+``syncJob``, ``manageJob`` and ``trackJobStatusAndRemoveFinalizers`` branch on an
+Indexed job. Nothing here does I/O. What differs:
 
 * Keys carry the operator's prefix: ``paralleljob.dev/job-completion-index`` (annotation
   and label), ``paralleljob.dev/job-index-failure-count`` and
@@ -12,9 +14,11 @@ here does I/O. What differs:
   upstream's ``orderedIntervals`` are functions (``intervals_string``, ``intervals_has``,
   ``intervals_total``, ``with_ordered_indexes``, ``merge_intervals``). Upstream's nil and
   empty lists are both ``()``.
-* Where upstream reads a ``*v1.Pod``, the functions take an :class:`IndexedPod`: the
-  pod's :class:`~paralleljob.model.PodInfo` and its index annotations, parsed once. An
-  unknown completion index (upstream ``-1``) is ``None``.
+* Where upstream reads a ``*v1.Pod``, the functions take its
+  :class:`~paralleljob.model.PodInfo` (``IndexedPod`` is another name for it), which
+  holds the index annotations, parsed once (``model.parse_pod``; the annotation keys and
+  their parsers live in ``model.py`` and are re-exported here). An unknown completion
+  index (upstream ``-1``) is ``None``.
 * Where upstream reads the ``*batch.Job``, they take an :class:`IndexedJob`, the few
   fields they read. The pod failure policy enters as a matcher (upstream
   ``matchPodFailurePolicy`` bound to the job's policy) so that this module does not
@@ -33,34 +37,39 @@ from __future__ import annotations
 import bisect
 import copy
 import logging
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final, Protocol, TypeAlias
 
 from . import constants as c
 from .json_types import JsonDict
-from .model import PodInfo, parse_pod
+from .model import COMPLETION_INDEX_ANNOTATION as COMPLETION_INDEX_ANNOTATION
+from .model import INDEX_FAILURE_COUNT_ANNOTATION as INDEX_FAILURE_COUNT_ANNOTATION
+from .model import INDEX_IGNORED_FAILURE_COUNT_ANNOTATION as INDEX_IGNORED_FAILURE_COUNT_ANNOTATION
+from .model import INDEXED_COMPLETION as INDEXED_COMPLETION
+from .model import NON_INDEXED_COMPLETION as NON_INDEXED_COMPLETION
+from .model import POD_REPLACEMENT_FAILED as POD_REPLACEMENT_FAILED
+from .model import (
+    Job,
+    JobSpec,
+    JobStatus,
+    PodInfo,
+    atoi,
+    parse_pod,
+)
+from .model import get_completion_index as get_completion_index
+from .model import get_index_failure_count as get_index_failure_count
+from .model import get_index_ignored_failure_count as get_index_ignored_failure_count
+from .model import is_pod_failed as is_pod_failed
 from .pods import MAX_GENERATE_NAME_PREFIX
 
 log = logging.getLogger(__name__)
 
-#: batch/v1 JobCompletionIndexAnnotation; upstream uses the same key for the label.
-COMPLETION_INDEX_ANNOTATION: Final = f"{c.GROUP}/job-completion-index"
+#: The completion-index label has the annotation's key, as upstream's.
 COMPLETION_INDEX_LABEL: Final = COMPLETION_INDEX_ANNOTATION
-#: batch/v1 JobIndexFailureCountAnnotation: failures of the index's earlier pods.
-INDEX_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-failure-count"
-#: batch/v1 JobIndexIgnoredFailureCountAnnotation: failures a pod failure policy ignored.
-INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-ignored-failure-count"
 #: completionIndexEnvName.
 COMPLETION_INDEX_ENV_NAME: Final = "JOB_COMPLETION_INDEX"
-
-# batch/v1 CompletionMode.
-INDEXED_COMPLETION: Final = "Indexed"
-NON_INDEXED_COMPLETION: Final = "NonIndexed"
-#: batch/v1 PodReplacementPolicy Failed: replace a pod only once it has failed.
-POD_REPLACEMENT_FAILED: Final = "Failed"
 #: batch/v1 PodFailurePolicyActionFailIndex.
 ACTION_FAIL_INDEX: Final = "FailIndex"
 
@@ -73,18 +82,10 @@ OrderedIntervals: TypeAlias = tuple[Interval, ...]
 
 
 # ------------------------------------------------------------------------------ values
-@dataclass(frozen=True)
-class IndexedPod:
-    """A pod as the indexed functions read it: upstream reads these annotations off the
-    ``*v1.Pod`` every time; here they are parsed once (:func:`indexed_pod`)."""
-
-    info: PodInfo
-    #: getCompletionIndex; None for a missing, unparsable or negative annotation.
-    completion_index: int | None = None
-    #: parseIndexFailureCountAnnotation (0 when missing or invalid).
-    index_failure_count: int = 0
-    #: parseIndexFailureIgnoreCountAnnotation (0 when missing or invalid).
-    index_ignored_failure_count: int = 0
+#: A pod as the indexed functions read it: upstream reads the index annotations off the
+#: ``*v1.Pod`` every time; here ``model.parse_pod`` parses them once into the PodInfo
+#: (``completion_index``, ``index_failure_count``, ``index_ignored_failure_count``).
+IndexedPod: TypeAlias = PodInfo
 
 
 class FailurePolicyMatch(Protocol):
@@ -134,62 +135,8 @@ class IndexedJob:
 
 
 # ------------------------------------------------------------------------ annotations
-# strconv.Atoi: an optional sign and ASCII decimal digits, within int64. Python's int()
-# would also take spaces, underscores and other scripts' digits.
-_ATOI = re.compile(r"[+-]?[0-9]+")
-_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
-
-
-def _atoi(text: str) -> int | None:
-    """strconv.Atoi; None where Go returns an error."""
-    if _ATOI.fullmatch(text) is None:
-        return None
-    value = int(text)
-    return value if _INT64_MIN <= value <= _INT64_MAX else None
-
-
-def get_completion_index(annotations: Mapping[str, Any] | None) -> int | None:
-    """getCompletionIndex: the index in the completion-index annotation, or None (upstream
-    unknownCompletionIndex) when it is missing, not an integer or negative.
-
-    Upstream reads only the annotation, never the label of the same name.
-    """
-    value = (annotations or {}).get(COMPLETION_INDEX_ANNOTATION)
-    if not isinstance(value, str):
-        return None
-    index = _atoi(value)
-    if index is None or index < 0:
-        return None
-    return index
-
-
-def _parse_int32(value: str) -> int:
-    """parseInt32: 0 for anything that is not an integer in [0, MaxInt32]; a user may
-    have written the annotation."""
-    parsed = _atoi(value)
-    if parsed is None:
-        log.error("Failed to parse the value: %r", value)
-        return 0
-    if parsed < 0 or parsed > _MAX_INT32:
-        log.info("The value is invalid: %d", parsed)
-        return 0
-    return parsed
-
-
-def _parse_count_annotation(annotations: Mapping[str, Any] | None, key: str) -> int:
-    value = (annotations or {}).get(key)
-    return _parse_int32(value) if isinstance(value, str) else 0
-
-
-def get_index_failure_count(annotations: Mapping[str, Any] | None) -> int:
-    """getIndexFailureCount (parseIndexFailureCountAnnotation): the index-failure-count
-    annotation, 0 when it is missing, unparsable, negative or above MaxInt32."""
-    return _parse_count_annotation(annotations, INDEX_FAILURE_COUNT_ANNOTATION)
-
-
-def get_index_ignored_failure_count(annotations: Mapping[str, Any] | None) -> int:
-    """parseIndexFailureIgnoreCountAnnotation, with the same fallbacks to 0."""
-    return _parse_count_annotation(annotations, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION)
+# getCompletionIndex, getIndexFailureCount and parseIndexFailureIgnoreCountAnnotation are
+# model.py's (parse_pod reads them into every PodInfo), re-exported above.
 
 
 def get_index_absolute_failure_count(pod: IndexedPod) -> int:
@@ -198,9 +145,10 @@ def get_index_absolute_failure_count(pod: IndexedPod) -> int:
 
 
 def indexed_pod(info: PodInfo, annotations: Mapping[str, Any] | None) -> IndexedPod:
-    """An :class:`IndexedPod` from a parsed pod and its ``metadata.annotations``."""
-    return IndexedPod(
-        info=info,
+    """``info`` with the index fields read from ``annotations`` (its
+    ``metadata.annotations``), as ``model.parse_pod`` reads them."""
+    return replace(
+        info,
         completion_index=get_completion_index(annotations),
         index_failure_count=get_index_failure_count(annotations),
         index_ignored_failure_count=get_index_ignored_failure_count(annotations),
@@ -208,10 +156,8 @@ def indexed_pod(info: PodInfo, annotations: Mapping[str, Any] | None) -> Indexed
 
 
 def parse_indexed_pod(body: Mapping[str, Any]) -> IndexedPod:
-    """An :class:`IndexedPod` from a pod's JSON."""
-    meta = body.get("metadata")
-    annotations = meta.get("annotations") if isinstance(meta, Mapping) else None
-    return indexed_pod(parse_pod(body), annotations if isinstance(annotations, Mapping) else None)
+    """A pod's JSON as the indexed functions read it (``model.parse_pod``)."""
+    return parse_pod(body)
 
 
 # -------------------------------------------------------------------------- intervals
@@ -220,13 +166,13 @@ def _parse_interval(text: str, completions: int) -> Interval | None:
     ``completions``; None if it cannot be parsed. A first index at or above
     ``completions`` is returned as is: the caller stops there."""
     limits = text.split("-")
-    first = _atoi(limits[0])
+    first = atoi(limits[0])
     if first is None:
         return None
     if first >= completions or len(limits) == 1:
         return first, first
     # Like upstream, "a-b-c" reads as "a-b", and "5-3" is kept as it is.
-    last = _atoi(limits[1])
+    last = atoi(limits[1])
     if last is None:
         return None
     return first, min(last, completions - 1)
@@ -280,7 +226,7 @@ def intervals_has(intervals: OrderedIntervals, index: int) -> bool:
     return at < len(intervals) and intervals[at][0] <= index
 
 
-def intervals_total(intervals: OrderedIntervals) -> int:
+def intervals_total(intervals: Iterable[Interval]) -> int:
     """orderedIntervals.total: how many indexes the intervals hold."""
     return sum(last - first + 1 for first, last in intervals)
 
@@ -331,16 +277,6 @@ def completion_mode_str(completion_mode: str | None) -> str:
     return completion_mode if completion_mode is not None else NON_INDEXED_COMPLETION
 
 
-def is_pod_failed(pod: PodInfo, *, only_replace_failed: bool) -> bool:
-    """isPodFailed (job_controller.go): Failed; or, unless only failed pods are replaced,
-    deleted before it could succeed (an orphan may never reach the Failed phase)."""
-    if pod.phase == c.FAILED:
-        return True
-    if only_replace_failed:
-        return False
-    return pod.deleting and pod.phase != c.SUCCEEDED
-
-
 def _valid_index(pod: IndexedPod, completions: int) -> int | None:
     """The pod's completion index when it is known and below ``completions``."""
     ix = pod.completion_index
@@ -373,8 +309,8 @@ def calculate_succeeded_indexes(
     new = {
         ix
         for p in pods
-        if p.info.phase == c.SUCCEEDED
-        and p.info.has_finalizer
+        if p.phase == c.SUCCEEDED
+        and p.has_finalizer
         and (ix := _valid_index(p, job.completions)) is not None
     }
     return prev, with_ordered_indexes(prev, sorted(new))
@@ -388,7 +324,7 @@ def is_index_failed(job: IndexedJob, pod: IndexedPod) -> bool:
     Only for jobs with backoffLimitPerIndex (upstream dereferences it).
     """
     counted = False
-    if is_pod_failed(pod.info, only_replace_failed=job.only_replace_failed):
+    if is_pod_failed(pod, only_replace_failed=job.only_replace_failed):
         if job.pod_failure_policy is not None:
             match = job.pod_failure_policy(pod)
             if match.action == ACTION_FAIL_INDEX:
@@ -414,7 +350,7 @@ def calculate_failed_indexes(
     new = {
         ix
         for p in pods
-        if p.info.has_finalizer
+        if p.has_finalizer
         and (ix := _valid_index(p, job.completions)) is not None
         and is_index_failed(job, p)
     }
@@ -442,7 +378,7 @@ def first_pending_indexes(
         return ()
     non_pending = with_ordered_indexes(succeeded_indexes, sorted(get_indexes(active_pods)))
     if only_replace_failed:
-        terminating = get_indexes(p for p in pods if p.info.terminating)
+        terminating = get_indexes(p for p in pods if p.terminating)
         non_pending = with_ordered_indexes(non_pending, sorted(terminating))
     if failed_indexes is not None:
         non_pending = merge_intervals(non_pending, failed_indexes)
@@ -485,13 +421,13 @@ def get_pods_with_delayed_deletion_per_index(
     the latest finish time.
     """
     pods = tuple(pods)
-    active_indexes = get_indexes(p for p in pods if p.info.active)
+    active_indexes = get_indexes(p for p in pods if p.active)
     delayed: dict[int, IndexedPod] = {}
     for p in pods:
-        if not p.info.has_finalizer or p.info.uid in expected_removed_finalizers:
+        if not p.has_finalizer or p.uid in expected_removed_finalizers:
             continue
         ix = _valid_index(p, job.completions)
-        if ix is None or not is_pod_failed(p.info, only_replace_failed=job.only_replace_failed):
+        if ix is None or not is_pod_failed(p, only_replace_failed=job.only_replace_failed):
             continue
         if (
             intervals_has(succeeded_indexes, ix)
@@ -502,7 +438,7 @@ def get_pods_with_delayed_deletion_per_index(
         last = delayed.get(ix)
         if last is None or (
             get_index_absolute_failure_count(last) <= get_index_absolute_failure_count(p)
-            and not _before(p.info.finished_at, last.info.finished_at)
+            and not _before(p.finished_at, last.finished_at)
         ):
             delayed[ix] = p
     return delayed
@@ -542,15 +478,14 @@ def _pods_with_same_index_for_removal_and_remaining(
     """appendPodsWithSameIndexForRemovalAndRemaining, returning (removed, remaining):
     pods without an index all go; of several pods with one index, all go but the one
     that sorts last in controller.ActivePods order (the furthest along)."""
-    # core imports this module once indexed jobs are wired in; importing core at the top
-    # would make that import circular.
-    from .core import removal_order_key
-
     if index == -1:
         return tuple(pods), ()
     if len(pods) == 1:
         return (), (pods[0],)
-    ordered = sorted(pods, key=lambda p: removal_order_key(p.info))
+    # core imports this module; importing core at the top would make that circular.
+    from .core import removal_order_key
+
+    ordered = sorted(pods, key=removal_order_key)
     return tuple(ordered[:-1]), (ordered[-1],)
 
 
@@ -711,3 +646,82 @@ def template_for_index(
     if job.has_backoff_limit_per_index:
         out = add_index_failure_count_annotation(out, job, pods_with_delayed_deletion.get(index))
     return out, pod_generate_name_with_index(job_name, index)
+
+
+# ------------------------------------------------------------ the core's and shell's hooks
+def indexed_job(job: Job) -> IndexedJob:
+    """The :class:`IndexedJob` of an Indexed ``job``. backoffLimitPerIndex and the rules
+    of a podFailurePolicy are not acted on yet, so neither is set here; a podFailurePolicy
+    shows only as podReplacementPolicy Failed, all that onlyReplaceFailedPods reads of it."""
+    spec = job.spec
+    return IndexedJob(
+        completions=spec.completions or 0,
+        completed_indexes=job.status.completed_indexes,
+        pod_replacement_policy=(
+            POD_REPLACEMENT_FAILED if spec.only_replace_failed else spec.pod_replacement_policy
+        ),
+    )
+
+
+def job_succeeded_indexes(
+    job: Job, pods: Iterable[PodInfo]
+) -> tuple[OrderedIntervals, OrderedIntervals]:
+    """syncJob's calculateSucceededIndexes for an Indexed job: status.completedIndexes,
+    and those plus the indexes of the succeeded pods not counted yet. ``((), ())`` for a
+    NonIndexed job."""
+    if not job.spec.indexed:
+        return (), ()
+    return calculate_succeeded_indexes(indexed_job(job), pods, job.name)
+
+
+def track_succeeded_indexes(
+    spec: JobSpec, status: JobStatus, succeeded: OrderedIntervals, new_indexes: Sequence[int]
+) -> JobStatus:
+    """trackJobStatusAndRemoveFinalizers' Indexed branch after its pod loop: the
+    succeeded indexes with ``new_indexes`` (those the loop recorded, in increasing
+    order) become status.completedIndexes and their number status.succeeded; an Indexed
+    job without backoffLimitPerIndex has no failedIndexes. A NonIndexed job's status is
+    returned as it is."""
+    if not spec.indexed:
+        return status
+    intervals = with_ordered_indexes(succeeded, new_indexes)
+    return replace(
+        status,
+        completed_indexes=intervals_string(intervals),
+        succeeded=intervals_total(intervals),
+        failed_indexes=None,
+    )
+
+
+def pending_indexes(
+    job: Job,
+    active_pods: Iterable[PodInfo],
+    pods: Iterable[PodInfo],
+    succeeded_indexes: OrderedIntervals,
+    count: int,
+) -> tuple[int, ...]:
+    """manageJob's indexesToAdd: the ``count`` lowest indexes that need a pod
+    (firstPendingIndexes, without failed indexes: backoffLimitPerIndex is not acted on)."""
+    spec = job.spec
+    return first_pending_indexes(
+        active_pods,
+        succeeded_indexes,
+        None,
+        count,
+        spec.completions or 0,
+        pods=pods,
+        only_replace_failed=spec.only_replace_failed,
+    )
+
+
+def pod_templates(
+    job: Job, template: Mapping[str, Any], indexes: Iterable[int]
+) -> Iterator[tuple[JsonDict, str]]:
+    """manageJob's pod templates for ``indexes``, in order: ``template`` given the
+    JOB_COMPLETION_INDEX variable once, then for each index its annotation, label and
+    hostname, with the pod's generateName (template_for_index; no failure-count
+    annotations: backoffLimitPerIndex is not acted on)."""
+    base = add_completion_index_env_variables(template)
+    ijob = indexed_job(job)
+    for index in indexes:
+        yield template_for_index(base, ijob, job.name, index, {})

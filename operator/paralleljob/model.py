@@ -7,14 +7,53 @@ back into the body of a status patch.
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from . import constants as c
 from .json_types import JsonDict
+from .pod_failure_policy import PodFailurePolicy, parse_pod_failure_policy
 from .timeutil import format_time, parse_time
+
+log = logging.getLogger(__name__)
+
+# batch/v1 CompletionMode.
+NON_INDEXED_COMPLETION: Final = "NonIndexed"
+INDEXED_COMPLETION: Final = "Indexed"
+# batch/v1 PodReplacementPolicy.
+POD_REPLACEMENT_TERMINATING_OR_FAILED: Final = "TerminatingOrFailed"
+#: Replace a pod only once it has failed (not while it terminates).
+POD_REPLACEMENT_FAILED: Final = "Failed"
+
+#: batch/v1 JobCompletionIndexAnnotation (the operator's prefix for batch.kubernetes.io/);
+#: upstream uses the same key for the label.
+COMPLETION_INDEX_ANNOTATION: Final = f"{c.GROUP}/job-completion-index"
+#: batch/v1 JobIndexFailureCountAnnotation: failures of the index's earlier pods.
+INDEX_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-failure-count"
+#: batch/v1 JobIndexIgnoredFailureCountAnnotation: failures a pod failure policy ignored.
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-ignored-failure-count"
+
+_MAX_INT32: Final = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class SuccessPolicyRule:
+    """batch/v1 SuccessPolicyRule: None means the field is unset and never evaluated."""
+
+    succeeded_indexes: str | None = None
+    succeeded_count: int | None = None
+
+
+@dataclass(frozen=True)
+class SuccessPolicy:
+    """batch/v1 SuccessPolicy: alternative rules, evaluated in order (success_policy.py
+    says whether a job meets one)."""
+
+    rules: tuple[SuccessPolicyRule, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -28,6 +67,36 @@ class JobSpec:
     ttl_seconds_after_finished: int | None = None
     suspend: bool = False
     restart_policy: str = "Never"
+    #: spec.completionMode: NonIndexed or Indexed (anything else runs as NonIndexed;
+    #: the CRD's enum keeps it out).
+    completion_mode: str = NON_INDEXED_COMPLETION
+    #: spec.podReplacementPolicy: TerminatingOrFailed, or Failed (the default when a
+    #: podFailurePolicy is set, as upstream's SetDefaults_Job).
+    pod_replacement_policy: str = POD_REPLACEMENT_TERMINATING_OR_FAILED
+    #: spec.successPolicy (Indexed jobs only).
+    success_policy: SuccessPolicy | None = None
+    #: Parsed, not acted on yet: spec.backoffLimitPerIndex, spec.maxFailedIndexes,
+    #: spec.podFailurePolicy (except that it makes only failed pods be replaced, as
+    #: upstream's onlyReplaceFailedPods), spec.managedBy.
+    backoff_limit_per_index: int | None = None
+    max_failed_indexes: int | None = None
+    pod_failure_policy: PodFailurePolicy | None = None
+    managed_by: str | None = None
+
+    @property
+    def indexed(self) -> bool:
+        """isIndexedJob. An Indexed job without completions (the API forbids it) runs
+        as NonIndexed rather than failing every sync."""
+        return self.completion_mode == INDEXED_COMPLETION and self.completions is not None
+
+    @property
+    def only_replace_failed(self) -> bool:
+        """onlyReplaceFailedPods: podReplacementPolicy Failed, or any podFailurePolicy.
+        Such a job neither counts a terminating pod as failed nor replaces it until it
+        has failed."""
+        return self.pod_replacement_policy == POD_REPLACEMENT_FAILED or (
+            self.pod_failure_policy is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -53,6 +122,11 @@ class JobStatus:
     #: Pods recorded as finished whose finalizer may still be on (step 1 of 3).
     uncounted_succeeded: tuple[str, ...] = ()
     uncounted_failed: tuple[str, ...] = ()
+    #: Indexed jobs: the succeeded indexes, "1,3-5" ("" when none, as upstream omits it).
+    completed_indexes: str = ""
+    #: status.failedIndexes (None: unset). Upstream sets it only with backoffLimitPerIndex,
+    #: which is not acted on yet: an Indexed job clears it.
+    failed_indexes: str | None = None
     #: The pod-failure back-off, persisted so that it survives a restart.
     failures_since_success: int = 0
     last_failure_time: datetime | None = None
@@ -100,6 +174,11 @@ class PodInfo:
     label_uid: str = ""
     #: The uid of the pod's controller (its ownerReference with controller: true).
     controller_uid: str | None = None
+    #: Indexed jobs (from the pod's annotations): getCompletionIndex, None for a missing,
+    #: invalid or negative index (upstream's -1); the index's failure counts.
+    completion_index: int | None = None
+    index_failure_count: int = 0
+    index_ignored_failure_count: int = 0
 
     @property
     def active(self) -> bool:
@@ -111,8 +190,79 @@ class PodInfo:
 
     @property
     def failed(self) -> bool:
-        """isPodFailed: Failed, or deleted before it could succeed."""
-        return self.phase == c.FAILED or (self.deleting and self.phase != c.SUCCEEDED)
+        """isPodFailed for a job that replaces terminating pods (see is_pod_failed)."""
+        return is_pod_failed(self, only_replace_failed=False)
+
+
+def is_pod_failed(pod: PodInfo, *, only_replace_failed: bool) -> bool:
+    """isPodFailed (job_controller.go): Failed; or, unless only failed pods are replaced
+    (JobSpec.only_replace_failed), deleted before it could succeed (an orphan may never
+    reach the Failed phase)."""
+    if pod.phase == c.FAILED:
+        return True
+    if only_replace_failed:
+        return False
+    return pod.deleting and pod.phase != c.SUCCEEDED
+
+
+# ------------------------------------------------------------------ index annotations
+# strconv.Atoi: an optional sign and ASCII decimal digits, within int64. Python's int()
+# would also take spaces, underscores and other scripts' digits.
+_ATOI = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def atoi(text: str) -> int | None:
+    """strconv.Atoi; None where Go returns an error."""
+    if _ATOI.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if _INT64_MIN <= value <= _INT64_MAX else None
+
+
+def get_completion_index(annotations: Mapping[str, Any] | None) -> int | None:
+    """getCompletionIndex (indexed_job_utils.go): the index in the completion-index
+    annotation, or None (upstream unknownCompletionIndex) when it is missing, not an
+    integer or negative.
+
+    Upstream reads only the annotation, never the label of the same name.
+    """
+    value = (annotations or {}).get(COMPLETION_INDEX_ANNOTATION)
+    if not isinstance(value, str):
+        return None
+    index = atoi(value)
+    if index is None or index < 0:
+        return None
+    return index
+
+
+def _parse_int32(value: str) -> int:
+    """parseInt32: 0 for anything that is not an integer in [0, MaxInt32]; a user may
+    have written the annotation."""
+    parsed = atoi(value)
+    if parsed is None:
+        log.error("Failed to parse the value: %r", value)
+        return 0
+    if parsed < 0 or parsed > _MAX_INT32:
+        log.info("The value is invalid: %d", parsed)
+        return 0
+    return parsed
+
+
+def _parse_count_annotation(annotations: Mapping[str, Any] | None, key: str) -> int:
+    value = (annotations or {}).get(key)
+    return _parse_int32(value) if isinstance(value, str) else 0
+
+
+def get_index_failure_count(annotations: Mapping[str, Any] | None) -> int:
+    """getIndexFailureCount (parseIndexFailureCountAnnotation): the index-failure-count
+    annotation, 0 when it is missing, unparsable, negative or above MaxInt32."""
+    return _parse_count_annotation(annotations, INDEX_FAILURE_COUNT_ANNOTATION)
+
+
+def get_index_ignored_failure_count(annotations: Mapping[str, Any] | None) -> int:
+    """parseIndexFailureIgnoreCountAnnotation, with the same fallbacks to 0."""
+    return _parse_count_annotation(annotations, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION)
 
 
 def _int(value: object, default: int | None) -> int | None:
@@ -131,8 +281,42 @@ def _as_list(value: object) -> Sequence[Any]:
     return value if isinstance(value, list) else []
 
 
+def _str(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _parse_success_rule(raw: object) -> SuccessPolicyRule:
+    # A malformed rule keeps its place, so later rules keep their index (the index is in
+    # the condition message); with neither field set it matches nothing.
+    rule = _as_dict(raw)
+    return SuccessPolicyRule(
+        succeeded_indexes=_str(rule.get("succeededIndexes")),
+        # bool is an int in Python, never in JSON.
+        succeeded_count=_int(rule.get("succeededCount"), None),
+    )
+
+
+def parse_success_policy(spec: Mapping[str, Any]) -> SuccessPolicy | None:
+    """``spec.successPolicy`` of a job's spec (batch/v1 JSON), None when unset."""
+    raw = spec.get("successPolicy")
+    if raw is None:
+        return None
+    rules = _as_dict(raw).get("rules")
+    return SuccessPolicy(rules=tuple(_parse_success_rule(r) for r in _as_list(rules)))
+
+
+def _default_pod_replacement_policy(pod_failure_policy: object) -> str:
+    """SetDefaults_Job: Failed with a podFailurePolicy, else TerminatingOrFailed."""
+    if pod_failure_policy is not None:
+        return POD_REPLACEMENT_FAILED
+    return POD_REPLACEMENT_TERMINATING_OR_FAILED
+
+
 def parse_spec(spec: Mapping[str, Any]) -> JobSpec:
-    """Applies upstream's defaults: parallelism 1; both unset means both 1; backoffLimit 6."""
+    """Applies upstream's defaults (SetDefaults_Job): parallelism 1; both unset means
+    both 1; backoffLimit 6 (MaxInt32 with backoffLimitPerIndex); completionMode
+    NonIndexed; podReplacementPolicy Failed with a podFailurePolicy, else
+    TerminatingOrFailed."""
     parallelism = _int(spec.get("parallelism"), None)
     completions = _int(spec.get("completions"), None)
     if parallelism is None and completions is None:
@@ -141,30 +325,51 @@ def parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         parallelism = 1
     template_spec = _as_dict(_as_dict(spec.get("template")).get("spec"))
     restart_policy = template_spec.get("restartPolicy")
+    per_index = _int(spec.get("backoffLimitPerIndex"), None)
+    default_backoff_limit = 6 if per_index is None else _MAX_INT32
+    pod_failure_policy = parse_pod_failure_policy(spec)
     return JobSpec(
         parallelism=max(parallelism, 0),
         completions=None if completions is None else max(completions, 0),
-        backoff_limit=max(_int(spec.get("backoffLimit"), 6) or 0, 0),
+        backoff_limit=max(_int(spec.get("backoffLimit"), default_backoff_limit) or 0, 0),
         active_deadline_seconds=_int(spec.get("activeDeadlineSeconds"), None),
         ttl_seconds_after_finished=_int(spec.get("ttlSecondsAfterFinished"), None),
         suspend=spec.get("suspend") is True,
         restart_policy=restart_policy if isinstance(restart_policy, str) else "Never",
+        completion_mode=_str(spec.get("completionMode")) or NON_INDEXED_COMPLETION,
+        pod_replacement_policy=(
+            _str(spec.get("podReplacementPolicy"))
+            or _default_pod_replacement_policy(pod_failure_policy)
+        ),
+        success_policy=parse_success_policy(spec),
+        backoff_limit_per_index=per_index,
+        max_failed_indexes=_int(spec.get("maxFailedIndexes"), None),
+        pod_failure_policy=pod_failure_policy,
+        managed_by=_str(spec.get("managedBy")),
     )
 
 
 def spec_defaults_patch(spec: Mapping[str, Any]) -> JsonDict | None:
     """The spec fields upstream's API defaulting would have written, or None.
 
-    A CRD default cannot express "when both are unset both default to 1", so the
-    operator writes parallelism (and completions, when both are unset) itself before
-    it acts on a job, and the stored object then reads like a defaulted batch/v1 Job.
+    A CRD default cannot express "when both are unset both default to 1", nor
+    "podReplacementPolicy Failed when a podFailurePolicy is set", so the operator writes
+    parallelism (and completions, when both are unset), completionMode (unless the CRD
+    defaults it) and that podReplacementPolicy itself before it acts on a job, and the
+    stored object then reads like a defaulted batch/v1 Job. An unset podReplacementPolicy
+    without a podFailurePolicy is left to the CRD's default (parse_spec reads it as
+    TerminatingOrFailed): writing it would cost every job one more write.
     """
-    if spec.get("parallelism") is not None:
-        return None
-    patch: JsonDict = {"parallelism": 1}
-    if spec.get("completions") is None:
-        patch["completions"] = 1
-    return patch
+    patch: JsonDict = {}
+    if spec.get("parallelism") is None:
+        patch["parallelism"] = 1
+        if spec.get("completions") is None:
+            patch["completions"] = 1
+    if spec.get("completionMode") is None:
+        patch["completionMode"] = NON_INDEXED_COMPLETION
+    if spec.get("podReplacementPolicy") is None and spec.get("podFailurePolicy") is not None:
+        patch["podReplacementPolicy"] = POD_REPLACEMENT_FAILED
+    return patch or None
 
 
 def parse_condition(raw: Mapping[str, Any]) -> Condition:
@@ -192,6 +397,8 @@ def parse_status(status: Mapping[str, Any]) -> JobStatus:
         failed=_int(status.get("failed"), 0) or 0,
         uncounted_succeeded=tuple(str(x) for x in _as_list(uncounted.get("succeeded"))),
         uncounted_failed=tuple(str(x) for x in _as_list(uncounted.get("failed"))),
+        completed_indexes=_str(status.get("completedIndexes")) or "",
+        failed_indexes=_str(status.get("failedIndexes")),
         failures_since_success=_int(backoff.get("failuresSinceLastSuccess"), 0) or 0,
         last_failure_time=parse_time(backoff.get("lastFailureTime")),
         selector=str(status.get("selector", "") or ""),
@@ -264,6 +471,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     init_containers = _as_list(status.get("initContainerStatuses"))
     restarts = [_int(_as_dict(s).get("restartCount"), 0) or 0 for s in containers]
     init_restarts = [_int(_as_dict(s).get("restartCount"), 0) or 0 for s in init_containers]
+    annotations = _as_dict(meta.get("annotations"))
     ready_cond = _condition_true(status, "Ready")
     finished = phase in (c.SUCCEEDED, c.FAILED) or meta.get("deletionTimestamp") is not None
     return PodInfo(
@@ -282,6 +490,9 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         namespace=str(meta.get("namespace", "")),
         label_uid=str(_as_dict(meta.get("labels")).get(c.LABEL_CONTROLLER_UID, "")),
         controller_uid=controller_uid(meta),
+        completion_index=get_completion_index(annotations),
+        index_failure_count=get_index_failure_count(annotations),
+        index_ignored_failure_count=get_index_ignored_failure_count(annotations),
     )
 
 
@@ -325,6 +536,10 @@ def status_to_dict(status: JobStatus) -> JsonDict:
             "succeeded": list(status.uncounted_succeeded),
             "failed": list(status.uncounted_failed),
         },
+        # Upstream omits an empty completedIndexes and an unset failedIndexes; None
+        # clears a stale value (an Indexed job whose completions went down).
+        "completedIndexes": status.completed_indexes or None,
+        "failedIndexes": status.failed_indexes,
         "podFailureBackoff": {
             "failuresSinceLastSuccess": status.failures_since_success,
             "lastFailureTime": (

@@ -29,18 +29,31 @@ def pod_labels(job_name: str, job_uid: str) -> dict[str, str]:
     return {c.LABEL_JOB_NAME: job_name, c.LABEL_CONTROLLER_UID: job_uid}
 
 
-def build_pod(job: Mapping[str, Any]) -> JsonDict:
+def job_template(job: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The job's pod template (spec.template)."""
+    template: Mapping[str, Any] = job.get("spec", {}).get("template", {}) or {}
+    return template
+
+
+def build_pod(
+    job: Mapping[str, Any],
+    template: Mapping[str, Any] | None = None,
+    generate_name: str | None = None,
+) -> JsonDict:
     """A pod named ``<job>-<5 random chars>`` (generateName), labelled with the job's name
-    and uid, controlled by the job and carrying the tracking finalizer."""
+    and uid, controlled by the job and carrying the tracking finalizer
+    (GetPodFromTemplate). An Indexed job's pod comes from its index's ``template`` and
+    ``generate_name`` (``indexed.pod_templates``)."""
     meta = job["metadata"]
-    template = job.get("spec", {}).get("template", {}) or {}
+    if template is None:
+        template = job_template(job)
     tmeta = template.get("metadata", {}) or {}
     labels = dict(tmeta.get("labels", {}) or {})
     labels.update(pod_labels(meta["name"], meta["uid"]))
     finalizers = [f for f in (tmeta.get("finalizers") or []) if f != c.TRACKING_FINALIZER]
     finalizers.append(c.TRACKING_FINALIZER)
     pod_meta: JsonDict = {
-        "generateName": f"{meta['name']}-"[:MAX_GENERATE_NAME_PREFIX],
+        "generateName": generate_name or f"{meta['name']}-"[:MAX_GENERATE_NAME_PREFIX],
         "namespace": meta["namespace"],
         "labels": labels,
         "finalizers": finalizers,

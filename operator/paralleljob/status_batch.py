@@ -36,7 +36,8 @@ DEFAULT_PROGRESS_WRITE_QPS = 10.0
 
 def progress_only(current: JobStatus, wanted: JobStatus) -> bool:
     """Whether writing ``wanted`` over ``current`` changes only the progress counters
-    of successful and running pods (and the printed text that follows them)."""
+    of successful and running pods, an Indexed job's completed indexes among them (and
+    the printed text that follows them)."""
     if wanted == current:
         return False
     progress = replace(
@@ -46,6 +47,7 @@ def progress_only(current: JobStatus, wanted: JobStatus) -> bool:
         terminating=current.terminating,
         succeeded=current.succeeded,
         uncounted_succeeded=current.uncounted_succeeded,
+        completed_indexes=current.completed_indexes,
         completions_text=current.completions_text,
         duration_text=current.duration_text,
     )

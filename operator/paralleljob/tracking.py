@@ -6,6 +6,12 @@ moved into the ``succeeded``/``failed`` counters. These pure functions decide wh
 pods are new, which finalizers may go, and which UIDs are counted; the core
 (:func:`paralleljob.core.track`, :func:`paralleljob.core.count_and_enact`) orders them
 around the API calls. Upstream they are in ``pkg/controller/job/job_controller.go``.
+
+An Indexed job records a succeeded pod by its completion index instead of its UID
+(``status.completedIndexes``, written with the other uncounted pods before the
+finalizer goes; see :func:`paralleljob.indexed.track_succeeded_indexes`), and only
+pods with an index below ``completions`` count at all. A job whose podReplacementPolicy
+is Failed does not take a terminating pod for failed (upstream's ``isPodFailed``).
 """
 
 from __future__ import annotations
@@ -14,7 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from . import constants as c
-from .model import Condition, JobStatus, PodInfo
+from .indexed import OrderedIntervals, by_completion_index, intervals_has
+from .model import Condition, JobSpec, JobStatus, PodInfo, is_pod_failed
+
+#: A NonIndexed job that replaces terminating pods: what the functions assume unless told.
+_PLAIN = JobSpec()
 
 
 def tracked_by_finalizer(pod: PodInfo, expected_removed: frozenset[str]) -> bool:
@@ -30,23 +40,54 @@ def uids_with_finalizer(
     return frozenset(p.uid for p in pods if tracked_by_finalizer(p, expected_removed))
 
 
+def has_valid_index(pod: PodInfo, spec: JobSpec) -> bool:
+    """Whether an Indexed job counts ``pod``: its completion index is known and below
+    ``completions`` (getValidPodsWithFilter). Every pod of a NonIndexed job counts."""
+    if not spec.indexed:
+        return True
+    index = pod.completion_index
+    return index is not None and spec.completions is not None and index < spec.completions
+
+
 def new_finished_pods(
-    pods: Iterable[PodInfo], status: JobStatus, expected_removed: frozenset[str]
+    pods: Iterable[PodInfo],
+    status: JobStatus,
+    expected_removed: frozenset[str],
+    spec: JobSpec = _PLAIN,
 ) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
     """getNewFinishedPods: the succeeded and the failed pods that status neither counts
-    nor lists as uncounted."""
-    succeeded, failed = set(status.uncounted_succeeded), set(status.uncounted_failed)
-    tracked = [p for p in pods if tracked_by_finalizer(p, expected_removed)]
-    return (
-        tuple(p for p in tracked if p.phase == c.SUCCEEDED and p.uid not in succeeded),
-        tuple(p for p in tracked if p.failed and p.uid not in failed),
-    )
+    nor lists as uncounted (of an Indexed job, those with a valid index)."""
+    known_s, known_f = set(status.uncounted_succeeded), set(status.uncounted_failed)
+    only_failed, indexed = spec.only_replace_failed, spec.indexed
+    succeeded: list[PodInfo] = []
+    failed: list[PodInfo] = []
+    for p in pods:
+        if not tracked_by_finalizer(p, expected_removed):
+            continue
+        if indexed and not has_valid_index(p, spec):
+            continue
+        if p.phase == c.SUCCEEDED:  # never failed too
+            if p.uid not in known_s:
+                succeeded.append(p)
+        elif is_pod_failed(p, only_replace_failed=only_failed) and p.uid not in known_f:
+            failed.append(p)
+    return tuple(succeeded), tuple(failed)
 
 
-def can_remove_finalizer(pod: PodInfo, *, job_deleting: bool, verdict: Condition | None) -> bool:
+def can_remove_finalizer(
+    pod: PodInfo,
+    *,
+    job_deleting: bool,
+    verdict: Condition | None,
+    consider_failed: bool | None = None,
+) -> bool:
     """canRemoveFinalizer: the job is being deleted or has a verdict, or the pod has
-    finished (succeeded, or failed: Failed, or deleted before it could succeed)."""
-    return job_deleting or verdict is not None or pod.phase == c.SUCCEEDED or pod.failed
+    finished: succeeded, or failed (``consider_failed``, upstream's considerPodFailed:
+    is_pod_failed for the job; by default for a job that replaces terminating pods:
+    Failed, or deleted before it could succeed)."""
+    if job_deleting or verdict is not None or pod.phase == c.SUCCEEDED:
+        return True
+    return pod.failed if consider_failed is None else consider_failed
 
 
 def clean_uncounted_pods_without_finalizers(
@@ -70,6 +111,9 @@ class RecordedPods:
 
     uncounted_succeeded: tuple[str, ...]
     uncounted_failed: tuple[str, ...]
+    #: Indexed jobs: the indexes of the succeeded pods recorded (newSucceededIndexes), in
+    #: increasing order; they go into status.completedIndexes instead of the UIDs.
+    new_succeeded_indexes: tuple[int, ...]
     #: podsToRemoveFinalizer: every pod recorded, and those that need no recording.
     remove_finalizers: tuple[PodInfo, ...]
     #: The pods this sync recorded as succeeded or failed, for the back-off record.
@@ -87,12 +131,24 @@ def record_finished_pods(
     *,
     job_deleting: bool,
     max_uncounted: int,
+    spec: JobSpec = _PLAIN,
+    prev_succeeded_indexes: OrderedIntervals = (),
 ) -> RecordedPods:
     """trackJobStatusAndRemoveFinalizers' loop: adds finished pods to the uncounted UIDs
     of ``status`` (after cleanUncountedPodsWithoutFinalizers) and picks the finalizers
-    to remove, up to ``max_uncounted`` UIDs so that status stays small."""
+    to remove, up to ``max_uncounted`` UIDs so that status stays small.
+
+    An Indexed job's pods are looked at in index order; a succeeded one is recorded by
+    its index unless ``prev_succeeded_indexes`` (status.completedIndexes as the sync
+    found it) has it, and only pods with a valid index are recorded at all.
+    """
+    indexed = spec.indexed
+    if indexed:
+        pods = by_completion_index(pods)  # to introduce completed indexes in order
+    only_failed = spec.only_replace_failed
     uncounted_s, uncounted_f = list(status.uncounted_succeeded), list(status.uncounted_failed)
     known_s, known_f = set(uncounted_s), set(uncounted_f)
+    new_indexes: list[int] = []
     # Once the job has failed, every pod not yet terminated counts as failed.
     fail_remaining = verdict is not None and verdict.type != c.COND_SUCCESS_CRITERIA_MET
     remove: list[PodInfo] = []
@@ -100,27 +156,41 @@ def record_finished_pods(
     newly_f: list[PodInfo] = []
     reached_max = False
     for pod in pods:
-        if not tracked_by_finalizer(pod, expected_removed) or not can_remove_finalizer(
-            pod, job_deleting=job_deleting, verdict=verdict
+        if not tracked_by_finalizer(pod, expected_removed):
+            continue  # processed by an earlier sync
+        failed = is_pod_failed(pod, only_replace_failed=only_failed)
+        if not can_remove_finalizer(
+            pod, job_deleting=job_deleting, verdict=verdict, consider_failed=failed
         ):
             continue
         remove.append(pod)
         if pod.phase == c.SUCCEEDED and pod.uid not in known_f:
-            if pod.uid not in known_s:
+            if indexed:
+                # The completion index is enough not to count a pod twice: no UID.
+                index = pod.completion_index
+                if (
+                    index is not None
+                    and has_valid_index(pod, spec)
+                    and not intervals_has(prev_succeeded_indexes, index)
+                ):
+                    new_indexes.append(index)
+                    newly_s.append(pod)
+            elif pod.uid not in known_s:
                 uncounted_s.append(pod.uid)
                 known_s.add(pod.uid)
                 newly_s.append(pod)
-        elif (pod.failed or fail_remaining) and pod.uid not in known_f:
+        elif (failed or fail_remaining) and pod.uid not in known_f and has_valid_index(pod, spec):
             uncounted_f.append(pod.uid)
             known_f.add(pod.uid)
-            if pod.failed:
+            if failed:
                 newly_f.append(pod)
-        if len(uncounted_s) + len(uncounted_f) >= max_uncounted:
+        if len(new_indexes) + len(uncounted_s) + len(uncounted_f) >= max_uncounted:
             reached_max = True
             break
     return RecordedPods(
         uncounted_succeeded=tuple(uncounted_s),
         uncounted_failed=tuple(uncounted_f),
+        new_succeeded_indexes=tuple(new_indexes),
         remove_finalizers=tuple(remove),
         newly_succeeded=tuple(newly_s),
         newly_failed=tuple(newly_f),

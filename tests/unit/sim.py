@@ -20,12 +20,25 @@ from paralleljob import constants as c
 from paralleljob.api import ApiError
 from paralleljob.controller import Clock, Controller, ControllerConfig, JobRuntime
 from paralleljob.core import CoreConfig, Event, PodPlan, SyncResult
-from paralleljob.model import Job, JobSpec, JobStatus, PodInfo, parse_job, status_to_dict
+from paralleljob.indexed import indexed_pod
+from paralleljob.model import (
+    COMPLETION_INDEX_ANNOTATION,
+    Job,
+    JobSpec,
+    JobStatus,
+    PodInfo,
+    SuccessPolicy,
+    parse_job,
+    status_to_dict,
+)
+from paralleljob.pod_failure_policy import PodFailurePolicy
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+#: When the pods a test adds as already finished did (upstream's testFinishedAt).
+EPOCH = datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC)
 
 #: The named crash points of ``Sim.crash_at``: the nth call of a method in the next sync.
 CRASH_POINTS = {
@@ -154,6 +167,13 @@ class Sim:
                 "activeDeadlineSeconds": spec.active_deadline_seconds,
                 "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
                 "suspend": spec.suspend,
+                "completionMode": spec.completion_mode,
+                "podReplacementPolicy": spec.pod_replacement_policy,
+                "successPolicy": _success_policy(spec.success_policy),
+                "backoffLimitPerIndex": spec.backoff_limit_per_index,
+                "maxFailedIndexes": spec.max_failed_indexes,
+                "podFailurePolicy": _pod_failure_policy(spec.pod_failure_policy),
+                "managedBy": spec.managed_by,
                 "template": {"spec": template},
             },
             "status": status_to_dict(job.status),
@@ -235,9 +255,110 @@ class Sim:
     def user_delete(self, uid: str) -> None:
         self.pods[uid] = replace(self.pods[uid], deleting=True)
 
+    def terminate(self) -> list[str]:
+        """The kubelet ends the deleted pods still running: they fail (their finalizer,
+        if any, stays until the operator removes it)."""
+        ended = [p for p in self.pods.values() if p.terminating]
+        for pod in ended:
+            self.pods[pod.uid] = replace(pod, phase=c.FAILED, finished_at=self.now)
+        return [p.uid for p in ended]
+
+    # -- Indexed jobs --------------------------------------------------------------------
+    def add_pod(
+        self,
+        phase: str,
+        index: int | str | None = None,
+        *,
+        uid: str | None = None,
+        finalizer: bool = True,
+        deleting: bool = False,
+        ready: bool = False,
+        finished_at: datetime | None = None,
+    ) -> PodInfo:
+        """A pod of the job that is already there (upstream's setPodsStatuses and
+        setPodsStatusesWithIndexes): ``index`` as its completion-index annotation holds it
+        (a str such as "invalid" is an annotation that does not parse). A finished pod
+        finished long ago, so that it starts no back-off (upstream's testFinishedAt)."""
+        uid = uid or f"pre-{len(self.pods)}"
+        annotations = {} if index is None else {COMPLETION_INDEX_ANNOTATION: str(index)}
+        pod = indexed_pod(
+            PodInfo(
+                name=f"job-{uid}",
+                uid=uid,
+                phase=phase,
+                deleting=deleting,
+                has_finalizer=finalizer,
+                ready=ready,
+                ready_since=self.now if ready else None,
+                node_assigned=phase != c.PENDING,
+                created=self.now,
+                finished_at=finished_at or (EPOCH if phase in (c.SUCCEEDED, c.FAILED) else None),
+                namespace="ns",
+                label_uid="job-uid",
+                controller_uid="job-uid",
+            ),
+            annotations,
+        )
+        self.pods[uid] = pod
+        return pod
+
+    def indexes(self, pods: list[PodInfo] | None = None) -> list[int | None]:
+        """The completion indexes of ``pods`` (the active ones by default), sorted."""
+        chosen = self.active() if pods is None else pods
+        return sorted((p.completion_index for p in chosen), key=lambda ix: -1 if ix is None else ix)
+
+    def created_indexes(self, since: int = 0) -> list[int]:
+        """The completion indexes of the pods created (from the ``since``-th on) still
+        there, in order (-1: none)."""
+        indexes = (
+            self.pods[uid].completion_index for uid in self.created[since:] if uid in self.pods
+        )
+        return [-1 if ix is None else ix for ix in indexes]
+
+    def finish_index(self, index: int, phase: str) -> str:
+        """The active pod of ``index`` finishes."""
+        [pod] = [p for p in self.active() if p.completion_index == index]
+        self.pods[pod.uid] = replace(pod, phase=phase, finished_at=self.now)
+        return pod.uid
+
     def patch_spec(self, **changes: Any) -> None:
         job = self.job
         self.job = replace(job, spec=replace(job.spec, **changes), generation=job.generation + 1)
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+def _success_policy(policy: SuccessPolicy | None) -> JsonDict | None:
+    """A successPolicy as batch/v1 JSON."""
+    if policy is None:
+        return None
+    rules: list[JsonDict] = []
+    for rule in policy.rules:
+        raw: JsonDict = {}
+        if rule.succeeded_indexes is not None:
+            raw["succeededIndexes"] = rule.succeeded_indexes
+        if rule.succeeded_count is not None:
+            raw["succeededCount"] = rule.succeeded_count
+        rules.append(raw)
+    return {"rules": rules}
+
+
+def _pod_failure_policy(policy: PodFailurePolicy | None) -> JsonDict | None:
+    """A podFailurePolicy as batch/v1 JSON."""
+    if policy is None:
+        return None
+    rules: list[JsonDict] = []
+    for rule in policy.rules:
+        raw: JsonDict = {"action": rule.action}
+        if rule.on_exit_codes is not None:
+            codes = rule.on_exit_codes
+            raw["onExitCodes"] = {"operator": codes.operator, "values": list(codes.values)}
+            if codes.container_name is not None:
+                raw["onExitCodes"]["containerName"] = codes.container_name
+        if rule.on_pod_conditions:
+            raw["onPodConditions"] = [
+                {"type": p.type, "status": p.status} for p in rule.on_pod_conditions
+            ]
+        rules.append(raw)
+    return {"rules": rules}

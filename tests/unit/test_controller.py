@@ -16,10 +16,17 @@ import pytest
 from paralleljob import constants as c
 from paralleljob.api import ApiError
 from paralleljob.controller import Conflict, Controller, ControllerConfig, JobRuntime, SyncReport
-from paralleljob.model import JobSpec, PodInfo
+from paralleljob.model import (
+    INDEXED_COMPLETION,
+    POD_REPLACEMENT_FAILED,
+    JobSpec,
+    PodInfo,
+    SuccessPolicy,
+    SuccessPolicyRule,
+)
 from paralleljob.timeutil import format_time
 
-from .fake_api import Crash, FakeApi, FakeRecorder
+from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
 from .sim import Sim
 
 JOB: dict[str, Any] = {
@@ -29,6 +36,8 @@ JOB: dict[str, Any] = {
     "spec": {
         "completions": 3,
         "parallelism": 2,
+        # As the operator's spec defaults left it (test_a_job_gets_the_api_server_s_...).
+        "completionMode": "NonIndexed",
         "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}},
     },
 }
@@ -47,6 +56,8 @@ class Scenario:
     calls: tuple[str, ...]
     #: Succeeded, failed and active pods once every pod change has settled.
     settled: tuple[int, int, int]
+    #: An Indexed job's completedIndexes once settled.
+    completed: str = ""
 
 
 def _finish(succeeded: int = 0, failed: int = 0) -> Callable[[Sim], None]:
@@ -95,6 +106,71 @@ SCENARIOS = [
         settled=(0, 0, 1),
     ),
 ]
+
+
+def _indexed(completions: int, parallelism: int, **more: Any) -> JobSpec:
+    return JobSpec(
+        completions=completions,
+        parallelism=parallelism,
+        completion_mode=INDEXED_COMPLETION,
+        **more,
+    )
+
+
+def _duplicate_index(sim: Sim) -> None:
+    sim.add_pod(c.PENDING, 1, uid="dup")
+
+
+INDEXED_SCENARIOS = [
+    Scenario(
+        "indexed: two indexes succeed, the next index is created",
+        _indexed(4, 3),
+        _finish(succeeded=2),
+        # Succeeded indexes go into completedIndexes in write 1: nothing left to count.
+        (CREATE, WRITE, RELEASE, RELEASE),
+        settled=(2, 0, 2),
+        completed="0,1",
+    ),
+    Scenario(
+        "indexed: the last indexes succeed: the job completes",
+        _indexed(2, 2),
+        _finish(succeeded=2),
+        (WRITE, RELEASE, RELEASE, WRITE),
+        settled=(2, 0, 0),
+        completed="0,1",
+    ),
+    Scenario(
+        "indexed: a failure past the backoff limit deletes the active pods",
+        _indexed(3, 3, backoff_limit=0),
+        _finish(failed=1),
+        (DELETE, DELETE, WRITE, RELEASE, RELEASE, RELEASE, WRITE),
+        settled=(0, 3, 0),
+    ),
+    Scenario(
+        "indexed: a second pod of an index is released and deleted",
+        _indexed(3, 2),
+        _duplicate_index,
+        (RELEASE, DELETE, WRITE),
+        settled=(0, 0, 2),
+    ),
+    Scenario(
+        # podReplacementPolicy Failed: a pod deleted for the verdict whose finalizer a
+        # crash left on is not counted as failed (see the test after this table).
+        "indexed: a success policy met deletes the other pods, then completes",
+        _indexed(
+            3,
+            3,
+            success_policy=SuccessPolicy(rules=(SuccessPolicyRule(succeeded_indexes="0"),)),
+            pod_replacement_policy=POD_REPLACEMENT_FAILED,
+        ),
+        _finish(succeeded=1),
+        # The deleted pods' finalizers go at once: they do not count as failed.
+        (DELETE, DELETE, WRITE, RELEASE, RELEASE, RELEASE),
+        settled=(1, 0, 0),
+        completed="0",
+    ),
+]
+SCENARIOS += INDEXED_SCENARIOS
 
 
 def _prepared(scenario: Scenario) -> Sim:
@@ -200,6 +276,32 @@ def test_a_crash_at_any_call_counts_every_pod_exactly_once(
     assert (status.uncounted_succeeded, status.uncounted_failed) == ((), ())
     assert [p.uid for p in sim.pods.values() if not p.active and p.has_finalizer] == []
     _assert_no_write_counted_a_pod_twice(sim, scenario)
+    assert status.completed_indexes == scenario.completed
+    if scenario.spec.indexed:
+        indexes = [p.completion_index for p in sim.active()]
+        assert len(set(indexes)) == len(indexes), "one pod per index"
+        assert scenario.spec.completions is not None
+        assert all(ix is not None and ix < scenario.spec.completions for ix in indexes)
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_a_pod_deleted_for_a_success_policy_and_left_tracked_by_a_crash_counts_as_failed(
+    k: int,
+) -> None:
+    """With podReplacementPolicy TerminatingOrFailed a deleted pod is a failed one
+    (upstream's isPodFailed): when the operator dies after deleting the other pods of a
+    job that met its success policy, before recording the verdict, the next operator
+    counts those pods as failed, each once, as upstream's controller would."""
+    policy = SuccessPolicy(rules=(SuccessPolicyRule(succeeded_indexes="0"),))
+    sim = _prepared(Scenario("", _indexed(3, 3, success_policy=policy), _finish(1), (), (0, 0, 0)))
+    sim.api.crash(method=DELETE, nth=k, after=True)
+    with pytest.raises(Crash):
+        sim.sync()
+    sim.settle()
+    sim.reap()
+    sim.settle()
+    assert (sim.status.succeeded, sim.status.failed) == (1, k)
+    assert sim.reason(c.COND_COMPLETE) == "SuccessPolicy"
 
 
 def _assert_no_write_counted_a_pod_twice(sim: Sim, scenario: Scenario) -> None:
@@ -225,8 +327,86 @@ def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else(
     report = asyncio.run(_controller(api).sync(rt, api.pods_of))
     assert report == SyncReport(delay=0.0), "sync again, from the version written"
     assert [call.method for call in api.calls] == ["patch_job"]
-    assert (api.job["spec"]["parallelism"], api.job["spec"]["completions"]) == (1, 1)
+    spec = api.job["spec"]
+    assert (spec["parallelism"], spec["completions"]) == (1, 1)
+    assert spec["completionMode"] == "NonIndexed"
+    assert "podReplacementPolicy" not in spec, "read as TerminatingOrFailed, not written"
     assert rt.body == api.job
+    # The next sync starts from the defaulted job and writes no default again.
+    report = asyncio.run(_controller(api).sync(rt, api.pods_of))
+    assert report.result is not None
+    assert [call.method for call in api.calls].count("patch_job") == 1
+
+
+def test_a_spec_default_the_api_server_drops_is_not_written_again() -> None:
+    """A CRD older than the operator prunes completionMode: the operator warns, stops
+    writing that default for the job, and runs it with the default it parsed."""
+
+    class PruningApi(FakeApi):
+        async def patch_job(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+            written = await super().patch_job(namespace, name, patch)
+            self.job["spec"].pop("completionMode", None)
+            written["spec"].pop("completionMode", None)
+            return written
+
+    api = PruningApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
+    rt = JobRuntime(api.job)
+    controller = _controller(api)
+    assert asyncio.run(controller.sync(rt, api.pods_of)).result is None
+    assert rt.unstored_defaults == {"completionMode"}
+    rt.offer(copy.deepcopy(api.job))
+    assert asyncio.run(controller.sync(rt, api.pods_of)).result is not None
+    assert [call.method for call in api.calls].count("patch_job") == 1
+    assert len(api.pods) == 1
+
+
+def test_an_indexed_job_s_pods_are_built_from_the_template_for_their_index() -> None:
+    """manageJob's per-index template: annotation and label, JOB_COMPLETION_INDEX in every
+    container that does not set it, hostname <job>-<index> (spec.hostname), the
+    template's subdomain kept, generateName <job>-<index>-; in slow-start batches."""
+    template: dict[str, Any] = {
+        "metadata": {"labels": {"app": "x"}, "annotations": {"note": "kept"}},
+        "spec": {
+            "restartPolicy": "Never",
+            "subdomain": "workers",
+            "initContainers": [{"name": "init"}],
+            "containers": [
+                {"name": "c"},
+                {"name": "d", "env": [{"name": "JOB_COMPLETION_INDEX", "value": "mine"}]},
+            ],
+        },
+    }
+    spec = {**JOB["spec"], "completionMode": "Indexed", "parallelism": 3, "template": template}
+    api = FakeApi({**JOB, "spec": spec})
+    report = asyncio.run(_controller(api).sync(JobRuntime(api.job), api.pods_of))
+    assert report.plan.create_indexes == (0, 1, 2)
+    bodies = [call.body for call in api.calls if call.method == "create_pod"]
+    assert [b["metadata"]["generateName"] for b in bodies if b] == ["job-0-", "job-1-", "job-2-"]
+    pod = bodies[1]
+    assert pod is not None
+    meta, pod_spec = pod["metadata"], pod["spec"]
+    assert meta["annotations"] == {"note": "kept", "paralleljob.dev/job-completion-index": "1"}
+    assert meta["labels"] == {
+        "app": "x",
+        "paralleljob.dev/job-completion-index": "1",
+        c.LABEL_JOB_NAME: "job",
+        c.LABEL_CONTROLLER_UID: "job-uid",
+    }
+    assert meta["finalizers"] == [c.TRACKING_FINALIZER]
+    assert (pod_spec["hostname"], pod_spec["subdomain"]) == ("job-1", "workers")
+    from_label = {
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {
+            "fieldRef": {"fieldPath": "metadata.labels['paralleljob.dev/job-completion-index']"}
+        },
+    }
+    assert pod_spec["initContainers"][0]["env"] == [from_label]
+    assert pod_spec["containers"][0]["env"] == [from_label]
+    assert pod_spec["containers"][1]["env"] == [{"name": "JOB_COMPLETION_INDEX", "value": "mine"}]
+    assert "env" not in template["spec"]["containers"][0], "the job's template is not changed"
+    assert sorted(
+        p.completion_index for p in api.pods.values() if p.completion_index is not None
+    ) == [0, 1, 2]
 
 
 def test_a_refused_sync_is_retried_with_back_off_and_a_conflict_at_once() -> None:

@@ -94,3 +94,19 @@ def test_the_probe_fails_with_the_stalls_and_passes_otherwise() -> None:
 def test_the_probe_passes_before_startup() -> None:
     result = asyncio.run(progress_probe(memo=kopf.Memo(), pods_by_job={}))
     assert result == {"jobs": 0}
+
+
+def test_the_pod_index_keeps_a_pod_s_completion_index() -> None:
+    """The core's Indexed decisions read the index from the pod index (PodInfo), never a
+    pod body: the annotations are parsed into plain int fields."""
+    pods_by_job = cast(Callable[..., Coroutine[Any, Any, dict[str, PodInfo]]], handlers.pods_by_job)
+    meta = {
+        **POD["metadata"],
+        "annotations": {
+            "paralleljob.dev/job-completion-index": "4",
+            "paralleljob.dev/job-index-failure-count": "2",
+        },
+    }
+    index = asyncio.run(pods_by_job(body={**POD, "metadata": meta}))
+    pod = index["u-1"]
+    assert (pod.completion_index, pod.index_failure_count) == (4, 2)

@@ -83,7 +83,7 @@ def hollows(descs: Sequence[tuple[str, str]]) -> list[IndexedPod]:
 
 def index_phases(pods: Sequence[IndexedPod]) -> list[tuple[str, str]]:
     """toIndexPhases."""
-    return [(p.info.name, p.info.phase) for p in pods]
+    return [(p.name, p.phase) for p in pods]
 
 
 def build_pod(
@@ -491,7 +491,7 @@ def test_get_pods_with_delayed_deletion_per_index(
     got = get_pods_with_delayed_deletion_per_index(
         job, pods, succeeded, failed, expected_rm_finalizers
     )
-    assert sorted(p.info.uid for p in got.values()) == want
+    assert sorted(p.uid for p in got.values()) == want
 
 
 def test_pods_with_delayed_deletion_are_keyed_by_index() -> None:
@@ -502,7 +502,7 @@ def test_pods_with_delayed_deletion_are_keyed_by_index() -> None:
         build_pod("c", failure_count="0", phase=F, index="2", finalizer=True),
     ]
     got = get_pods_with_delayed_deletion_per_index(job, pods, (), ())
-    assert {ix: p.info.uid for ix, p in got.items()} == {0: "a", 2: "c"}
+    assert {ix: p.uid for ix, p in got.items()} == {0: "a", 2: "c"}
 
 
 # ------------------------------------------------------- TestGetNewIndexFailureCountValue
@@ -769,7 +769,7 @@ def test_parse_indexed_pod() -> None:
         "status": {"phase": F},
     }
     pod = parse_indexed_pod(body)
-    assert (pod.info.uid, pod.info.phase, pod.info.has_finalizer) == ("u", F, True)
+    assert (pod.uid, pod.phase, pod.has_finalizer) == ("u", F, True)
     assert (pod.completion_index, pod.index_failure_count, pod.index_ignored_failure_count) == (
         3,
         2,

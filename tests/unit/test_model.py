@@ -9,8 +9,15 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.model import (
+    COMPLETION_INDEX_ANNOTATION,
+    INDEX_FAILURE_COUNT_ANNOTATION,
+    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+    INDEXED_COMPLETION,
+    POD_REPLACEMENT_FAILED,
     JobSpec,
     JobStatus,
+    SuccessPolicy,
+    SuccessPolicyRule,
     parse_job,
     parse_pod,
     parse_spec,
@@ -41,13 +48,24 @@ def test_spec_defaults_as_upstream(
     assert parsed.backoff_limit == 6
 
 
+_MODES = {"completionMode": "NonIndexed"}
+
+
 @pytest.mark.parametrize(
     ("spec", "patch"),
     [
-        ({}, {"parallelism": 1, "completions": 1}),
-        ({"completions": 4}, {"parallelism": 1}),
-        ({"parallelism": 2}, None),
-        ({"parallelism": 0}, None),
+        ({}, {"parallelism": 1, "completions": 1, **_MODES}),
+        ({"completions": 4}, {"parallelism": 1, **_MODES}),
+        ({"parallelism": 2}, _MODES),
+        ({"parallelism": 0, **_MODES}, None),
+        # An unset podReplacementPolicy is read as TerminatingOrFailed, not written.
+        ({"parallelism": 2, "completionMode": "Indexed"}, None),
+        # SetDefaults_Job: podReplacementPolicy Failed when a podFailurePolicy is set.
+        (
+            {"parallelism": 2, "completionMode": "Indexed", "podFailurePolicy": {"rules": []}},
+            {"podReplacementPolicy": "Failed"},
+        ),
+        ({"parallelism": 2, **_MODES, "podReplacementPolicy": "Failed"}, None),
     ],
 )
 def test_spec_defaults_patch(spec: dict[str, Any], patch: dict[str, Any] | None) -> None:
@@ -153,3 +171,107 @@ def test_times() -> None:
     assert parse_time("2026-01-01T12:00:00.5Z") == T0 + timedelta(seconds=0.5)
     assert parse_time(None) is None and parse_time("nope") is None
     assert format_time(T0 + timedelta(seconds=0.7)) == "2026-01-01T12:00:00Z"
+
+
+# ------------------------------------------------- issue 12: Indexed, podReplacementPolicy
+def test_new_spec_fields_are_parsed() -> None:
+    spec = parse_spec(
+        {
+            "parallelism": 2,
+            "completions": 4,
+            "completionMode": "Indexed",
+            "podReplacementPolicy": "Failed",
+            "successPolicy": {
+                "rules": [{"succeededIndexes": "0-2", "succeededCount": 2}, {"succeededCount": 3}]
+            },
+            "backoffLimitPerIndex": 1,
+            "maxFailedIndexes": 2,
+            "podFailurePolicy": {"rules": [{"action": "Ignore", "onPodConditions": []}]},
+            "managedBy": "example.com/other",
+        }
+    )
+    assert spec.completion_mode == INDEXED_COMPLETION and spec.indexed
+    assert spec.pod_replacement_policy == POD_REPLACEMENT_FAILED and spec.only_replace_failed
+    assert spec.success_policy == SuccessPolicy(
+        rules=(SuccessPolicyRule("0-2", 2), SuccessPolicyRule(None, 3))
+    )
+    assert (spec.backoff_limit_per_index, spec.max_failed_indexes) == (1, 2)
+    assert spec.backoff_limit == 2**31 - 1, "SetDefaults_Job with backoffLimitPerIndex"
+    assert spec.pod_failure_policy is not None and len(spec.pod_failure_policy.rules) == 1
+    assert spec.managed_by == "example.com/other"
+
+
+TOF = "TerminatingOrFailed"
+
+
+@pytest.mark.parametrize(
+    ("raw", "mode", "replacement", "indexed", "only_failed"),
+    [
+        ({}, "NonIndexed", "TerminatingOrFailed", False, False),
+        (
+            {"completionMode": "Indexed", "completions": 3},
+            "Indexed",
+            "TerminatingOrFailed",
+            True,
+            False,
+        ),
+        # The API requires completions for Indexed: without, it runs as NonIndexed.
+        (
+            {"completionMode": "Indexed", "parallelism": 2},
+            "Indexed",
+            "TerminatingOrFailed",
+            False,
+            False,
+        ),
+        ({"podFailurePolicy": {"rules": []}}, "NonIndexed", "Failed", False, True),
+        # A policy forces only failed pods to be replaced, whatever the field says.
+        (
+            {"podFailurePolicy": {}, "podReplacementPolicy": "TerminatingOrFailed"},
+            "NonIndexed",
+            "TerminatingOrFailed",
+            False,
+            True,
+        ),
+    ],
+)
+def test_completion_mode_and_pod_replacement_policy_defaults(
+    raw: dict[str, Any], mode: str, replacement: str, indexed: bool, only_failed: bool
+) -> None:
+    spec = parse_spec(raw)
+    assert (spec.completion_mode, spec.pod_replacement_policy) == (mode, replacement)
+    assert (spec.indexed, spec.only_replace_failed) == (indexed, only_failed)
+    assert spec.success_policy is None and spec.managed_by is None
+    assert spec.backoff_limit == 6
+
+
+def test_index_annotations_are_parsed_into_the_pod_info() -> None:
+    meta = {
+        "name": "job-2-abcde",
+        "uid": "u",
+        "annotations": {
+            COMPLETION_INDEX_ANNOTATION: "2",
+            INDEX_FAILURE_COUNT_ANNOTATION: "3",
+            INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: "x",
+        },
+    }
+    pod = parse_pod({"metadata": meta})
+    assert (pod.completion_index, pod.index_failure_count, pod.index_ignored_failure_count) == (
+        2,
+        3,
+        0,
+    )
+    plain = parse_pod(_pod())
+    assert (plain.completion_index, plain.index_failure_count) == (None, 0)
+
+
+def test_indexed_status_fields_round_trip_and_are_omitted_when_unset() -> None:
+    status = JobStatus(succeeded=3, completed_indexes="0-2", failed_indexes="")
+    body = status_to_dict(status)
+    assert (body["completedIndexes"], body["failedIndexes"]) == ("0-2", "")
+    assert parse_status(body) == status
+    # Upstream omits an empty completedIndexes and an unset failedIndexes: the merge
+    # patch clears them (None), and they read back as unset.
+    empty = status_to_dict(JobStatus())
+    assert (empty["completedIndexes"], empty["failedIndexes"]) == (None, None)
+    assert parse_status({k: v for k, v in empty.items() if v is not None}) == JobStatus()
+    assert parse_status({"completedIndexes": "1", "failedIndexes": "0"}).failed_indexes == "0"

@@ -37,6 +37,8 @@ COMPLETE = Condition(c.COND_COMPLETE, "True", "CompletionsReached", "", T, T)
         ({"terminating": 1}, True),
         ({"uncounted_succeeded": ("a", "b")}, True),
         ({"succeeded": 3, "completions_text": "3/5"}, True),
+        ({"succeeded": 2, "completed_indexes": "0,2"}, True),  # an Indexed job's progress
+        ({"failed_indexes": "1"}, False),
         ({"uncounted_failed": ("a",)}, False),  # failures drive the back-off
         ({"failed": 1}, False),
         ({"failures_since_success": 1, "last_failure_time": T}, False),

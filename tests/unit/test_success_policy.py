@@ -309,7 +309,7 @@ def test_rule_indexes_are_parsed_as_upstream(
 
 def test_a_corrupted_interval_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     policy = SuccessPolicy(rules=(SuccessPolicyRule("invalid-form"),))
-    with caplog.at_level(logging.INFO, logger="paralleljob.success_policy"):
+    with caplog.at_level(logging.INFO, logger="paralleljob.indexed"):
         matches_success_policy(policy, "myjob", 10, [(0, 0)])
     assert "job=myjob interval='invalid-form'" in caplog.text
 

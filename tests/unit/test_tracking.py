@@ -1,5 +1,6 @@
 """Finished-pod tracking with finalizers, case by case as upstream tests it
-(job_controller_test.go: TestGetNewFinshedPods, TestTrackJobStatusAndRemoveFinalizers)."""
+(job_controller_test.go: TestGetNewFinshedPods, TestTrackJobStatusAndRemoveFinalizers,
+its Indexed cases included)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.model import Condition, JobStatus, PodInfo
+from paralleljob.indexed import parse_indexes_from_string, track_succeeded_indexes
+from paralleljob.model import (
+    INDEXED_COMPLETION,
+    POD_REPLACEMENT_FAILED,
+    Condition,
+    JobSpec,
+    JobStatus,
+    PodInfo,
+    is_pod_failed,
+)
 from paralleljob.tracking import (
     can_remove_finalizer,
     clean_uncounted_pods_without_finalizers,
@@ -294,3 +304,225 @@ def test_only_pods_that_finished_on_their_own_enter_the_back_off_record() -> Non
     )
     assert recorded.uncounted_failed == ("f", "r")
     assert [p.uid for p in recorded.newly_failed] == ["f"]
+
+
+# ------------------------------------------- trackJobStatusAndRemoveFinalizers, Indexed jobs
+def indexed_pod(uid: str, phase: str, index: int | None, *, finalizer: bool = True) -> PodInfo:
+    """buildPod().uid().phase().index() (with .trackingFinalizer() unless told)."""
+    return PodInfo(uid, uid, phase, has_finalizer=finalizer, completion_index=index)
+
+
+@dataclass(frozen=True)
+class IndexedTrackCase:
+    completions: int
+    pods: tuple[PodInfo, ...]
+    want_removed: int
+    want_write_1: JobStatus
+    #: None: upstream made one status update (nothing was left to count after it).
+    want_write_2: JobStatus | None = None
+    status: JobStatus = field(default_factory=JobStatus)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(
+            IndexedTrackCase(
+                6,
+                (
+                    indexed_pod("s1", S, 1),
+                    indexed_pod("s3", S, 3),
+                    indexed_pod("s3b", S, 3),
+                    indexed_pod("r5", R, 5),
+                    indexed_pod("s", S, None),
+                ),
+                4,
+                JobStatus(active=1, succeeded=2, completed_indexes="1,3"),
+                status=JobStatus(active=1),
+            ),
+            id="indexed job new successful pods",
+        ),
+        pytest.param(
+            IndexedTrackCase(
+                2,
+                (indexed_pod("r0", R, 0), indexed_pod("r1", R, 1)),
+                0,
+                JobStatus(active=2, succeeded=0, completed_indexes=""),
+                status=JobStatus(active=2, succeeded=1, completed_indexes="3"),
+            ),
+            id="indexed job prev successful pods outside current completions index range "
+            "with no new succeeded pods",
+        ),
+        pytest.param(
+            IndexedTrackCase(
+                2,
+                (indexed_pod("r0", R, 0), indexed_pod("s1", S, 1)),
+                1,
+                JobStatus(active=2, succeeded=1, completed_indexes="1"),
+                status=JobStatus(active=2, succeeded=1, completed_indexes="3"),
+            ),
+            id="indexed job prev successful pods outside current completions index range "
+            "with new succeeded pods in range",
+        ),
+        pytest.param(
+            IndexedTrackCase(
+                6,
+                (
+                    indexed_pod("a", F, 1),
+                    indexed_pod("b", F, 3),
+                    indexed_pod("c", F, 3),
+                    indexed_pod("d", R, 5),
+                    indexed_pod("e", F, None),
+                ),
+                4,
+                JobStatus(active=1, uncounted_failed=("a", "b", "c")),
+                JobStatus(active=1, failed=3),
+                status=JobStatus(active=1),
+            ),
+            id="indexed job new failed pods",
+        ),
+        pytest.param(
+            IndexedTrackCase(
+                7,
+                (
+                    indexed_pod("s0", S, 0, finalizer=False),
+                    indexed_pod("f1", F, 1, finalizer=False),
+                    indexed_pod("s1", S, 1),
+                    indexed_pod("s3", S, 3),
+                    indexed_pod("a", F, 2),
+                    indexed_pod("b", F, 5),
+                ),
+                4,
+                JobStatus(
+                    succeeded=6, failed=2, completed_indexes="0-4,6", uncounted_failed=("a", "b")
+                ),
+                JobStatus(succeeded=6, failed=4, completed_indexes="0-4,6"),
+                status=JobStatus(failed=2, succeeded=5, completed_indexes="0-2,4,6,7"),
+            ),
+            id="indexed job past and new pods",
+        ),
+        pytest.param(
+            IndexedTrackCase(
+                501,
+                tuple(indexed_pod(str(i), S, i) for i in range(501)),
+                500,
+                JobStatus(succeeded=500, completed_indexes="0-499"),
+            ),
+            id="too many indexed finished",
+        ),
+    ],
+)
+def test_track_indexed_job_status_and_remove_finalizers(case: IndexedTrackCase) -> None:
+    """TestTrackJobStatusAndRemoveFinalizers' Indexed cases. As upstream's test sets
+    them, the succeeded indexes are status.completedIndexes and the previous ones are
+    none (a real sync adds the succeeded pods to the former and passes the stored ones as
+    the latter)."""
+    spec = JobSpec(completions=case.completions, completion_mode=INDEXED_COMPLETION)
+    with_finalizer = uids_with_finalizer(case.pods, frozenset())
+    status = clean_uncounted_pods_without_finalizers(case.status, with_finalizer)
+    recorded = record_finished_pods(
+        case.pods,
+        status,
+        frozenset(),
+        None,
+        job_deleting=False,
+        max_uncounted=500,
+        spec=spec,
+        prev_succeeded_indexes=(),
+    )
+    write_1 = replace(
+        status,
+        uncounted_succeeded=recorded.uncounted_succeeded,
+        uncounted_failed=recorded.uncounted_failed,
+    )
+    succeeded = parse_indexes_from_string(case.status.completed_indexes, case.completions)
+    write_1 = track_succeeded_indexes(spec, write_1, succeeded, recorded.new_succeeded_indexes)
+    removed = {p.uid for p in recorded.remove_finalizers}
+    write_2 = clean_uncounted_pods_without_finalizers(write_1, with_finalizer - removed)
+    assert len(removed) == case.want_removed
+    assert write_1 == case.want_write_1
+    assert write_2 == (case.want_write_2 or case.want_write_1)
+
+
+def test_a_succeeded_index_already_recorded_is_not_recorded_again() -> None:
+    """A crash between status write 1 and the finalizer removal: the index is in
+    completedIndexes (prevSucceededIndexes); its pod's finalizer goes, uncounted."""
+    spec = JobSpec(completions=3, completion_mode=INDEXED_COMPLETION)
+    recorded = record_finished_pods(
+        [indexed_pod("s1", S, 1), indexed_pod("s2", S, 2)],
+        JobStatus(succeeded=1, completed_indexes="1"),
+        frozenset(),
+        None,
+        job_deleting=False,
+        max_uncounted=500,
+        spec=spec,
+        prev_succeeded_indexes=((1, 1),),
+    )
+    assert recorded.new_succeeded_indexes == (2,)
+    assert [p.uid for p in recorded.remove_finalizers] == ["s1", "s2"]
+    assert [p.uid for p in recorded.newly_succeeded] == ["s2"]
+
+
+def test_an_indexed_job_s_pods_are_recorded_in_index_order() -> None:
+    spec = JobSpec(completions=4, completion_mode=INDEXED_COMPLETION)
+    pods = [indexed_pod(u, F, ix) for u, ix in (("c", 3), ("a", 0), ("none", None), ("b", 2))]
+    recorded = record_finished_pods(
+        pods, JobStatus(), frozenset(), None, job_deleting=False, max_uncounted=500, spec=spec
+    )
+    assert recorded.uncounted_failed == ("a", "b", "c")
+    assert [p.uid for p in recorded.remove_finalizers] == ["none", "a", "b", "c"]
+
+
+def test_new_finished_pods_of_an_indexed_job_need_a_valid_index() -> None:
+    """getNewFinishedPods through getValidPodsWithFilter."""
+    spec = JobSpec(completions=2, completion_mode=INDEXED_COMPLETION)
+    pods = [
+        indexed_pod("s0", S, 0),
+        indexed_pod("s5", S, 5),
+        indexed_pod("f1", F, 1),
+        indexed_pod("f", F, None),
+    ]
+    new_s, new_f = new_finished_pods(pods, JobStatus(), frozenset(), spec)
+    assert ([p.uid for p in new_s], [p.uid for p in new_f]) == (["s0"], ["f1"])
+
+
+# ------------------------------------------------------------------ podReplacementPolicy
+FAILED_POLICY = JobSpec(pod_replacement_policy=POD_REPLACEMENT_FAILED)
+
+
+def test_a_terminating_pod_is_not_failed_while_only_failed_pods_are_replaced() -> None:
+    """isPodFailed with onlyReplaceFailedPods: "WQ job: recreate pods when failed"."""
+    pods = [tracked("f", F), tracked("t", R, deleting=True), tracked("r", R)]
+    _, new_f = new_finished_pods(pods, JobStatus(), frozenset(), FAILED_POLICY)
+    assert [p.uid for p in new_f] == ["f"]
+    recorded = record_finished_pods(
+        pods,
+        JobStatus(),
+        frozenset(),
+        None,
+        job_deleting=False,
+        max_uncounted=500,
+        spec=FAILED_POLICY,
+    )
+    assert recorded.uncounted_failed == ("f",)
+    assert [p.uid for p in recorded.remove_finalizers] == ["f"]
+    _, plain_f = new_finished_pods(pods, JobStatus(), frozenset())
+    assert [p.uid for p in plain_f] == ["f", "t"]
+
+
+@pytest.mark.parametrize(
+    ("pod", "only_replace_failed", "removable"),
+    [
+        (tracked("t", R, deleting=True), False, True),
+        (tracked("t", R, deleting=True), True, False),
+        (tracked("t", F, deleting=True), True, True),
+        (tracked("s", S, deleting=True), True, True),
+    ],
+)
+def test_can_remove_finalizer_with_only_failed_pods_replaced(
+    pod: PodInfo, only_replace_failed: bool, removable: bool
+) -> None:
+    failed = is_pod_failed(pod, only_replace_failed=only_replace_failed)
+    assert can_remove_finalizer(pod, job_deleting=False, verdict=None, consider_failed=failed) is (
+        removable
+    )
