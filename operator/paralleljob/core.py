@@ -538,10 +538,14 @@ def track(ctx: SyncContext, plan: PodPlan, outcome: PodOutcome) -> Tracked:
 
 def _release_leftover_finalizers(ctx: SyncContext) -> Tracked:
     """A finished job counts nothing more (upstream's syncJob returns early); finalizers
-    left on its pods only keep them from going away."""
+    left on its pods only keep them from going away. Those whose removal the cache does
+    not show yet are gone already (the sync that finished the job removed them)."""
+    expected = ctx.inp.expected_removed_finalizers
     return Tracked(
         status=_with_display(ctx, ctx.job.status),
-        remove_finalizers=tuple(p for p in ctx.inp.pods if p.has_finalizer),
+        remove_finalizers=tuple(
+            p for p in ctx.inp.pods if p.has_finalizer and p.uid not in expected
+        ),
         uids_with_finalizer=frozenset(),
         terminal_condition=None,
         reached_max_uncounted=False,

@@ -566,6 +566,22 @@ def test_leftover_finalizers_of_a_finished_job_are_removed_without_counting() ->
     assert sim.status.succeeded == 1
 
 
+def test_a_finished_job_does_not_remove_a_finalizer_again_before_the_cache_shows_it() -> None:
+    # Seen in the benchmark: the sync that completed a job removed its pods' finalizers,
+    # and the next one, its cache still showing them, removed them again.
+    sim = Sim(JobSpec(completions=2, parallelism=2))
+    sim.sync()
+    sim.succeed(2)
+    sim.settle()
+    assert sim.condition(c.COND_COMPLETE) == "True"
+    uid = next(iter(sim.pods))
+    sim.pods[uid] = replace(sim.pods[uid], has_finalizer=True)  # the cache lags the patch
+    sim.runtime.expectations.expect_finalizer_removed(uid, sim.now.timestamp())
+    mark = len(sim.api.calls)
+    sim.sync()
+    assert [call.method for call in sim.api.calls[mark:]] == []
+
+
 # ----------------------------------------------------------------------------- back-off
 def test_recreation_waits_10s_then_20s_and_the_record_is_in_status() -> None:
     sim = Sim(JobSpec(completions=1, parallelism=1, backoff_limit=6))
