@@ -17,6 +17,11 @@ LABEL_CONTROLLER_UID: Final = f"{GROUP}/controller-uid"
 #: The operator's own tracking finalizer (upstream's is batch.kubernetes.io/job-tracking).
 TRACKING_FINALIZER: Final = f"{GROUP}/tracking"
 
+#: The value of spec.managedBy that names this operator (batch/v1 JobControllerName is
+#: kubernetes.io/job-controller). A job without spec.managedBy is the operator's too;
+#: one with any other value is left to that controller (managed_by.py).
+MANAGED_BY: Final = f"{GROUP}/job-controller"
+
 #: kopf's own finalizer on ParallelJobs (kopf needs one to stop a job's daemon cleanly).
 KOPF_FINALIZER: Final = f"{GROUP}/operator"
 

@@ -44,6 +44,7 @@ from .events import JobRef, Recorder
 from .expectations import UIDTrackingExpectations
 from .indexed import pod_templates
 from .json_types import JsonDict
+from .managed_by import managed_by_external_controller
 from .model import (
     INDEXED_COMPLETION,
     NON_INDEXED_COMPLETION,
@@ -172,6 +173,8 @@ class JobRuntime:
         #: Spec defaults the API server dropped when written (a CRD without the field):
         #: not written again, so that the job is not patched at every sync.
         self.unstored_defaults: set[str] = set()
+        #: The other controller spec.managedBy names, once logged (see managed_by.py).
+        self.managed_by_logged: str | None = None
 
     @property
     def ref(self) -> JobRef:
@@ -394,7 +397,10 @@ class Controller:
         core's three steps, their API calls in upstream's order: the pods,
         status write 1 (finished pods recorded by UID), finalizer removals, status
         write 2 (those pods counted). A crash between any two calls counts no pod
-        twice and loses none: the next sync resumes from what the API server holds."""
+        twice and loses none: the next sync resumes from what the API server holds.
+        A job that spec.managedBy gives to another controller is left alone."""
+        if self._managed_elsewhere(rt):
+            return SyncReport(delay=None)
         if await self._prepare(rt):
             return SyncReport(delay=0.0)
         pods = await self._claim_pods(rt, pods_of)
@@ -420,6 +426,19 @@ class Controller:
         report = SyncReport(delay, plan, outcome, tuple(removed), done)
         _log_sync(rt, report, done.status)
         return report
+
+    def _managed_elsewhere(self, rt: JobRuntime) -> bool:
+        """syncJob's managedByExternalController check, logged once per job."""
+        other = managed_by_external_controller(rt.body.get("spec") or {})
+        if other is not None and rt.managed_by_logged != other:
+            rt.managed_by_logged = other
+            log.info(
+                "%s/%s: skipped, managed by another controller: spec.managedBy=%s",
+                rt.namespace,
+                rt.name,
+                other,
+            )
+        return other is not None
 
     async def _prepare(self, rt: JobRuntime) -> bool:
         """Writes what the job needs before the core acts on it, if anything (the next
@@ -795,7 +814,8 @@ def _new_pods(body: Mapping[str, Any], plan: PodPlan) -> Iterator[JsonDict]:
         while True:
             yield build_pod(body)
     job = parse_job(body)
-    for template, generate_name in pod_templates(job, job_template(body), plan.create_indexes):
+    templates = pod_templates(job, job_template(body), plan.create_indexes, dict(plan.replaced))
+    for template, generate_name in templates:
         yield build_pod(body, template, generate_name)
 
 

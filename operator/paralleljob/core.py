@@ -22,11 +22,13 @@ step's API calls achieved, exactly as upstream interleaves them
 
 A pod is therefore counted exactly once, whatever crashes between the steps.
 
-Indexed jobs, podReplacementPolicy and successPolicy hook in where upstream's syncJob
-branches on them; the decisions themselves are in :mod:`.indexed` (which indexes
-succeeded, which to create, duplicate indexes to remove, ``completedIndexes``),
-:mod:`.success_policy` (whether a rule is met) and :mod:`.tracking` (how a finished pod
-is recorded).
+Indexed jobs, podReplacementPolicy, successPolicy, podFailurePolicy and
+backoffLimitPerIndex hook in where upstream's syncJob branches on them; the decisions
+themselves are in :mod:`.indexed` (which indexes succeeded or failed, which to create,
+duplicate indexes to remove, ``completedIndexes``, ``failedIndexes``),
+:mod:`.success_policy` (whether a rule is met), :mod:`.pod_failure_policy` (the FailJob
+verdict, which failures count), :mod:`.backoff` (job-wide and per-index back-off, the
+job's own podFailureBackoff) and :mod:`.tracking` (how a finished pod is recorded).
 """
 
 from __future__ import annotations
@@ -41,13 +43,18 @@ from .backoff import (
     DEFAULT_BASE_SECONDS,
     DEFAULT_MAX_SECONDS,
     BackoffRecord,
+    job_backoff,
     next_record,
+    pod_creation_info_for_independent_indexes,
     remaining_seconds,
 )
 from .indexed import (
+    IndexFailures,
     OrderedIntervals,
     append_duplicated_index_pods_for_removal,
+    failed_indexes_verdict,
     intervals_total,
+    job_index_failures,
     job_succeeded_indexes,
     pending_indexes,
     track_succeeded_indexes,
@@ -61,6 +68,11 @@ from .model import (
     has_true_condition,
     is_finished,
     selector_for,
+)
+from .pod_failure_policy import (
+    REASON_POD_FAILURE_POLICY,
+    fail_job_message,
+    non_ignored_failed_count,
 )
 from .success_policy import REASON_SUCCESS_POLICY, matches_success_policy
 from .timeutil import truncate
@@ -126,6 +138,9 @@ class SyncContext:
     #: indexes of the succeeded pods not counted yet (succeededIndexes).
     prev_succeeded_indexes: OrderedIntervals = ()
     succeeded_indexes: OrderedIntervals = ()
+    #: With backoffLimitPerIndex: the failed indexes (jobCtx.failedIndexes) and each
+    #: index's last failed pod (podsWithDelayedDeletionPerIndex); None otherwise.
+    index_failures: IndexFailures | None = None
 
     @property
     def job(self) -> Job:
@@ -151,6 +166,9 @@ class PodPlan:
     #: Indexed jobs: the completion index of each pod to create, in creation order
     #: (``create`` is their number); empty for a NonIndexed job.
     create_indexes: tuple[int, ...] = ()
+    #: With backoffLimitPerIndex: the last failed pod of each index in
+    #: ``create_indexes`` that has one, whose failure counts the new pod carries on.
+    replaced: tuple[tuple[int, PodInfo], ...] = ()
     delete: tuple[PodInfo, ...] = ()
     #: True for scale-down and suspend (such pods are never counted as failures);
     #: False when a job's active pods are deleted for its verdict (they count as failed).
@@ -331,6 +349,8 @@ def _with_display(ctx: SyncContext, status: JobStatus) -> JobStatus:
         status_text=display.status_text(status, job.deleting),
         completions_text=display.completions_text(job.spec, status.succeeded),
         duration_text=display.duration_text(status, ctx.now),
+        containers_text=job.spec.containers_text,
+        images_text=job.spec.images_text,
     )
 
 
@@ -344,7 +364,9 @@ def sync_context(inp: SyncInput) -> SyncContext:
     new_succeeded, new_failed = new_finished_pods(
         inp.pods, status, inp.expected_removed_finalizers, job.spec
     )
-    failed = status.failed + len(new_failed) + len(set(status.uncounted_failed))
+    # nonIgnoredFailedPodsCount: failures a pod failure policy ignores do not count.
+    new_counted = non_ignored_failed_count(job.spec.pod_failure_policy, new_failed)
+    failed = status.failed + new_counted + len(set(status.uncounted_failed))
     succeeded = status.succeeded + len(new_succeeded) + len(set(status.uncounted_succeeded))
     # An Indexed job counts its succeeded indexes.
     prev_indexes, indexes = job_succeeded_indexes(job, inp.pods)
@@ -353,6 +375,9 @@ def sync_context(inp: SyncInput) -> SyncContext:
     start_time = _start_time(inp)
     verdict = _verdict(inp, failed, start_time)
     deadline_requeue = _deadline_requeue(inp, start_time) if verdict is None else None
+    index_failures = job_index_failures(job, inp.pods, indexes, inp.expected_removed_finalizers)
+    if verdict is None:
+        verdict = _failed_indexes_verdict(inp, index_failures, indexes)
     if verdict is None:
         verdict = _success_policy_verdict(inp, indexes)
     return SyncContext(
@@ -369,6 +394,7 @@ def sync_context(inp: SyncInput) -> SyncContext:
         deadline_requeue=deadline_requeue,
         prev_succeeded_indexes=prev_indexes,
         succeeded_indexes=indexes,
+        index_failures=index_failures,
     )
 
 
@@ -382,9 +408,35 @@ def _start_time(inp: SyncInput) -> datetime | None:
 
 def _verdict(inp: SyncInput, failed: int, start_time: datetime | None) -> Condition | None:
     """syncJob's evaluation of the end state: a verdict of an earlier sync stands,
-    else the failure scenarios (success is evaluated after manageJob, in step 2)."""
+    else the failure scenarios: a FailJob rule of the pod failure policy, then
+    backoffLimit and the deadline (the failed indexes and success are evaluated after)."""
     stored = _stored_verdict(inp.job.status, inp.now)
-    return stored if stored is not None else _failure_verdict(inp, failed, start_time)
+    if stored is not None:
+        return stored
+    fail_job = _pod_failure_policy_verdict(inp)
+    return fail_job if fail_job is not None else _failure_verdict(inp, failed, start_time)
+
+
+def _pod_failure_policy_verdict(inp: SyncInput) -> Condition | None:
+    """The interim FailureTarget (reason PodFailurePolicy) for a failed pod that matches
+    a FailJob rule (getFailJobMessage)."""
+    message = fail_job_message(inp.job.spec.pod_failure_policy, inp.pods)
+    if message is None:
+        return None
+    return new_condition(c.COND_FAILURE_TARGET, "True", REASON_POD_FAILURE_POLICY, message, inp.now)
+
+
+def _failed_indexes_verdict(
+    inp: SyncInput, failures: IndexFailures | None, succeeded: OrderedIntervals
+) -> Condition | None:
+    """With backoffLimitPerIndex: FailureTarget for MaxFailedIndexesExceeded, or for
+    FailedIndexes once every index has succeeded or failed."""
+    if failures is None:
+        return None
+    found = failed_indexes_verdict(inp.job.spec, failures.failed, succeeded)
+    if found is None:
+        return None
+    return new_condition(c.COND_FAILURE_TARGET, "True", *found, inp.now)
 
 
 def _stored_verdict(status: JobStatus, now: datetime) -> Condition | None:
@@ -485,20 +537,61 @@ def _pods_for_removal(ctx: SyncContext, count: int) -> tuple[PodInfo, ...]:
 
 
 def _create_after_backoff(ctx: SyncContext, count: int) -> PodPlan:
-    """manageJob's creations, held back while the pod-failure back-off runs; an Indexed
-    job's for its lowest pending indexes."""
-    cfg, now = ctx.inp.config, ctx.now
-    record = _next_backoff(ctx.job.status, ctx.new_succeeded, ctx.new_failed, now)
-    wait = remaining_seconds(record, now, cfg.backoff_base_seconds, cfg.backoff_max_seconds)
+    """manageJob's creations, held back while the pod-failure back-off runs (job-wide,
+    or per index with backoffLimitPerIndex); an Indexed job's for its lowest pending
+    indexes."""
+    wait = _job_wide_backoff(ctx)
+    indexes: tuple[int, ...] = ()
+    if wait <= 0 and ctx.job.spec.indexed:
+        indexes, wait = _indexes_to_create(ctx, count)
+        count = len(indexes)
     if wait > 0:
         return PodPlan(requeue_after=_min_delay(wait, ctx.deadline_requeue), reason="backoff")
-    indexes: tuple[int, ...] = ()
-    if ctx.job.spec.indexed:
-        indexes = pending_indexes(ctx.job, ctx.active, ctx.inp.pods, ctx.succeeded_indexes, count)
-        count = len(indexes)
     return PodPlan(
-        create=count, create_indexes=indexes, reason="create", requeue_after=ctx.deadline_requeue
+        create=count,
+        create_indexes=indexes,
+        replaced=_replaced_pods(ctx, indexes),
+        reason="create",
+        requeue_after=ctx.deadline_requeue,
     )
+
+
+def _backoff_settings(ctx: SyncContext) -> tuple[float, float]:
+    """The base and cap of the job's pod-failure back-off (spec.podFailureBackoff, else
+    the operator's)."""
+    cfg = ctx.inp.config
+    return job_backoff(
+        ctx.job.spec.pod_failure_backoff, cfg.backoff_base_seconds, cfg.backoff_max_seconds
+    )
+
+
+def _job_wide_backoff(ctx: SyncContext) -> float:
+    """Seconds the job-wide back-off still holds creations back (none with
+    backoffLimitPerIndex, whose indexes each have their own)."""
+    if ctx.index_failures is not None:
+        return 0.0
+    record = _next_backoff(ctx.job.status, ctx.new_succeeded, ctx.new_failed, ctx.now)
+    return remaining_seconds(record, ctx.now, *_backoff_settings(ctx))
+
+
+def _indexes_to_create(ctx: SyncContext, count: int) -> tuple[tuple[int, ...], float]:
+    """firstPendingIndexes, then with backoffLimitPerIndex only those whose back-off is
+    over (getPodCreationInfoForIndependentIndexes): the indexes, or how long to wait."""
+    failures = ctx.index_failures
+    indexes = pending_indexes(
+        ctx.job, ctx.active, ctx.inp.pods, ctx.succeeded_indexes, count, failures
+    )
+    if failures is None:
+        return indexes, 0.0
+    return pod_creation_info_for_independent_indexes(
+        indexes, failures.delayed, ctx.now, *_backoff_settings(ctx)
+    )
+
+
+def _replaced_pods(ctx: SyncContext, indexes: Iterable[int]) -> tuple[tuple[int, PodInfo], ...]:
+    """The last failed pod of each of ``indexes`` that has one (backoffLimitPerIndex)."""
+    delayed = ctx.index_failures.delayed if ctx.index_failures is not None else {}
+    return tuple((ix, delayed[ix]) for ix in indexes if ix in delayed)
 
 
 # ----------------------------------------------------------------------------- step 2
@@ -650,9 +743,14 @@ def _track_job_status(
         max_uncounted=inp.config.max_uncounted,
         spec=ctx.job.spec,
         prev_succeeded_indexes=ctx.prev_succeeded_indexes,
+        delayed=ctx.index_failures.delayed if ctx.index_failures is not None else None,
     )
     status = track_succeeded_indexes(
-        ctx.job.spec, status, ctx.succeeded_indexes, recorded.new_succeeded_indexes
+        ctx.job.spec,
+        status,
+        ctx.succeeded_indexes,
+        recorded.new_succeeded_indexes,
+        ctx.index_failures,
     )
     record = _next_backoff(status, recorded.newly_succeeded, recorded.newly_failed, ctx.now)
     conditions, terminal = _interim_condition(status.conditions, verdict, ctx.now)

@@ -1,7 +1,9 @@
 """What `kubectl get pj` prints: the same strings kubectl's printJob computes for Jobs.
 
 A CRD's printer columns can only read JSONPaths, so the operator writes these strings
-into status (statusText, completionsText, durationText) and keeps them current.
+into status (statusText, completionsText, durationText) and keeps them current; the
+wide columns' containersText and imagesText come from the template
+(``model.template_texts``, kubectl's layoutContainerCells) and never change.
 """
 
 from __future__ import annotations

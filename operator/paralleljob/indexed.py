@@ -21,8 +21,9 @@ Indexed job. Nothing here does I/O. What differs:
   index (upstream ``-1``) is ``None``.
 * Where upstream reads the ``*batch.Job``, they take an :class:`IndexedJob`, the few
   fields they read. The pod failure policy enters as a matcher (upstream
-  ``matchPodFailurePolicy`` bound to the job's policy) so that this module does not
-  depend on how a policy is parsed.
+  ``matchPodFailurePolicy`` bound to the job's policy; :func:`indexed_job` binds
+  ``pod_failure_policy.match_pod``) so that its functions do not depend on how a policy
+  is parsed.
 * Pod templates are JSON dicts; the functions that change one return a changed deep copy
   and never mutate their input. Upstream mutates the template and sorts the caller's
   slice of pods in place; here sorting makes a new tuple.
@@ -36,6 +37,8 @@ from __future__ import annotations
 
 import bisect
 import copy
+import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -62,6 +65,7 @@ from .model import get_completion_index as get_completion_index
 from .model import get_index_failure_count as get_index_failure_count
 from .model import get_index_ignored_failure_count as get_index_ignored_failure_count
 from .model import is_pod_failed as is_pod_failed
+from .pod_failure_policy import match_pod
 from .pods import MAX_GENERATE_NAME_PREFIX
 
 log = logging.getLogger(__name__)
@@ -650,17 +654,26 @@ def template_for_index(
 
 # ------------------------------------------------------------ the core's and shell's hooks
 def indexed_job(job: Job) -> IndexedJob:
-    """The :class:`IndexedJob` of an Indexed ``job``. backoffLimitPerIndex and the rules
-    of a podFailurePolicy are not acted on yet, so neither is set here; a podFailurePolicy
-    shows only as podReplacementPolicy Failed, all that onlyReplaceFailedPods reads of it."""
+    """The :class:`IndexedJob` of an Indexed ``job``: its podFailurePolicy as a matcher
+    over its pods (``pod_failure_policy.match_pod``), backoffLimitPerIndex and
+    status.failedIndexes."""
     spec = job.spec
+    policy = spec.pod_failure_policy
     return IndexedJob(
         completions=spec.completions or 0,
         completed_indexes=job.status.completed_indexes,
+        failed_indexes=job.status.failed_indexes,
+        backoff_limit_per_index=spec.backoff_limit_per_index,
         pod_replacement_policy=(
             POD_REPLACEMENT_FAILED if spec.only_replace_failed else spec.pod_replacement_policy
         ),
+        pod_failure_policy=None if policy is None else functools.partial(match_pod, policy),
     )
+
+
+def has_backoff_limit_per_index(spec: JobSpec) -> bool:
+    """hasBackoffLimitPerIndex, for a job the operator runs as Indexed."""
+    return spec.indexed and spec.backoff_limit_per_index is not None
 
 
 def job_succeeded_indexes(
@@ -674,14 +687,73 @@ def job_succeeded_indexes(
     return calculate_succeeded_indexes(indexed_job(job), pods, job.name)
 
 
+@dataclass(frozen=True)
+class IndexFailures:
+    """syncJob's view of an Indexed job with backoffLimitPerIndex: jobCtx.failedIndexes
+    and jobCtx.podsWithDelayedDeletionPerIndex."""
+
+    failed: OrderedIntervals = ()
+    #: Per index still to be retried, its last failed pod: its finalizer stays until the
+    #: replacement pod exists, which carries its failure count on.
+    delayed: Mapping[int, PodInfo] = dataclasses.field(default_factory=dict)
+
+
+def job_index_failures(
+    job: Job,
+    pods: Iterable[PodInfo],
+    succeeded: OrderedIntervals,
+    expected_removed_finalizers: frozenset[str],
+) -> IndexFailures | None:
+    """calculateFailedIndexes and getPodsWithDelayedDeletionPerIndex for a job with
+    backoffLimitPerIndex; None for any other job (upstream's nil failedIndexes)."""
+    if not has_backoff_limit_per_index(job.spec):
+        return None
+    pods = tuple(pods)
+    ijob = indexed_job(job)
+    failed = calculate_failed_indexes(ijob, pods, job.name)
+    delayed = get_pods_with_delayed_deletion_per_index(
+        ijob, pods, succeeded, failed, expected_removed_finalizers
+    )
+    return IndexFailures(failed=failed, delayed=delayed)
+
+
+#: batch/v1 JobReasonMaxFailedIndexesExceeded and JobReasonFailedIndexes, with syncJob's
+#: messages.
+REASON_MAX_FAILED_INDEXES_EXCEEDED: Final = "MaxFailedIndexesExceeded"
+MSG_MAX_FAILED_INDEXES_EXCEEDED: Final = (
+    "Job has exceeded the specified maximal number of failed indexes"
+)
+REASON_FAILED_INDEXES: Final = "FailedIndexes"
+MSG_FAILED_INDEXES: Final = "Job has failed indexes"
+
+
+def failed_indexes_verdict(
+    spec: JobSpec, failed: OrderedIntervals, succeeded: OrderedIntervals
+) -> tuple[str, str] | None:
+    """syncJob's failure scenarios for backoffLimitPerIndex, as (reason, message): more
+    failed indexes than maxFailedIndexes, or every index succeeded or failed and some
+    failed."""
+    total = intervals_total(failed)
+    if spec.max_failed_indexes is not None and total > spec.max_failed_indexes:
+        return REASON_MAX_FAILED_INDEXES_EXCEEDED, MSG_MAX_FAILED_INDEXES_EXCEEDED
+    if total > 0 and total + intervals_total(succeeded) >= (spec.completions or 0):
+        return REASON_FAILED_INDEXES, MSG_FAILED_INDEXES
+    return None
+
+
 def track_succeeded_indexes(
-    spec: JobSpec, status: JobStatus, succeeded: OrderedIntervals, new_indexes: Sequence[int]
+    spec: JobSpec,
+    status: JobStatus,
+    succeeded: OrderedIntervals,
+    new_indexes: Sequence[int],
+    failures: IndexFailures | None = None,
 ) -> JobStatus:
     """trackJobStatusAndRemoveFinalizers' Indexed branch after its pod loop: the
     succeeded indexes with ``new_indexes`` (those the loop recorded, in increasing
-    order) become status.completedIndexes and their number status.succeeded; an Indexed
-    job without backoffLimitPerIndex has no failedIndexes. A NonIndexed job's status is
-    returned as it is."""
+    order) become status.completedIndexes and their number status.succeeded; the failed
+    indexes (``failures``, with backoffLimitPerIndex) status.failedIndexes, "" when none
+    failed, and without backoffLimitPerIndex the job has no failedIndexes. A NonIndexed
+    job's status is returned as it is."""
     if not spec.indexed:
         return status
     intervals = with_ordered_indexes(succeeded, new_indexes)
@@ -689,7 +761,7 @@ def track_succeeded_indexes(
         status,
         completed_indexes=intervals_string(intervals),
         succeeded=intervals_total(intervals),
-        failed_indexes=None,
+        failed_indexes=None if failures is None else intervals_string(failures.failed),
     )
 
 
@@ -699,14 +771,15 @@ def pending_indexes(
     pods: Iterable[PodInfo],
     succeeded_indexes: OrderedIntervals,
     count: int,
+    failures: IndexFailures | None = None,
 ) -> tuple[int, ...]:
     """manageJob's indexesToAdd: the ``count`` lowest indexes that need a pod
-    (firstPendingIndexes, without failed indexes: backoffLimitPerIndex is not acted on)."""
+    (firstPendingIndexes; with backoffLimitPerIndex, failed indexes get none)."""
     spec = job.spec
     return first_pending_indexes(
         active_pods,
         succeeded_indexes,
-        None,
+        None if failures is None else failures.failed,
         count,
         spec.completions or 0,
         pods=pods,
@@ -715,13 +788,17 @@ def pending_indexes(
 
 
 def pod_templates(
-    job: Job, template: Mapping[str, Any], indexes: Iterable[int]
+    job: Job,
+    template: Mapping[str, Any],
+    indexes: Iterable[int],
+    delayed: Mapping[int, PodInfo] | None = None,
 ) -> Iterator[tuple[JsonDict, str]]:
     """manageJob's pod templates for ``indexes``, in order: ``template`` given the
     JOB_COMPLETION_INDEX variable once, then for each index its annotation, label and
-    hostname, with the pod's generateName (template_for_index; no failure-count
-    annotations: backoffLimitPerIndex is not acted on)."""
+    hostname, with the pod's generateName, and with backoffLimitPerIndex the index's
+    failure counts carried on from its last failed pod in ``delayed``
+    (template_for_index)."""
     base = add_completion_index_env_variables(template)
     ijob = indexed_job(job)
     for index in indexes:
-        yield template_for_index(base, ijob, job.name, index, {})
+        yield template_for_index(base, ijob, job.name, index, delayed or {})

@@ -16,7 +16,12 @@ from typing import Any, Final
 
 from . import constants as c
 from .json_types import JsonDict
-from .pod_failure_policy import PodFailurePolicy, parse_pod_failure_policy
+from .pod_failure_policy import (
+    PodFailureFacts,
+    PodFailurePolicy,
+    parse_pod_failure_policy,
+    pod_failure_facts,
+)
 from .timeutil import format_time, parse_time
 
 log = logging.getLogger(__name__)
@@ -57,6 +62,16 @@ class SuccessPolicy:
 
 
 @dataclass(frozen=True)
+class PodFailureBackoff:
+    """spec.podFailureBackoff (not in the Job; kubernetes#94012): the job's own base and
+    cap of the pod-failure back-off, in seconds; None where unset (the operator's
+    PJ_POD_BACKOFF_BASE_SECONDS / PJ_POD_BACKOFF_MAX_SECONDS apply)."""
+
+    initial_seconds: int | None = None
+    max_seconds: int | None = None
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """The effective spec, upstream defaults applied."""
 
@@ -75,13 +90,20 @@ class JobSpec:
     pod_replacement_policy: str = POD_REPLACEMENT_TERMINATING_OR_FAILED
     #: spec.successPolicy (Indexed jobs only).
     success_policy: SuccessPolicy | None = None
-    #: Parsed, not acted on yet: spec.backoffLimitPerIndex, spec.maxFailedIndexes,
-    #: spec.podFailurePolicy (except that it makes only failed pods be replaced, as
-    #: upstream's onlyReplaceFailedPods), spec.managedBy.
+    #: spec.backoffLimitPerIndex and spec.maxFailedIndexes (Indexed jobs only).
     backoff_limit_per_index: int | None = None
     max_failed_indexes: int | None = None
+    #: spec.podFailurePolicy (pod_failure_policy.py matches a failed pod's rule).
     pod_failure_policy: PodFailurePolicy | None = None
+    #: spec.managedBy: None or the operator's own value (constants.MANAGED_BY) mean
+    #: this operator; any other value, another controller (managed_by.py).
     managed_by: str | None = None
+    #: spec.podFailureBackoff (None: unset).
+    pod_failure_backoff: PodFailureBackoff | None = None
+    #: The pod template's container names and images, each comma-joined as kubectl's
+    #: printJob lays them out (status.containersText, status.imagesText).
+    containers_text: str = ""
+    images_text: str = ""
 
     @property
     def indexed(self) -> bool:
@@ -124,8 +146,8 @@ class JobStatus:
     uncounted_failed: tuple[str, ...] = ()
     #: Indexed jobs: the succeeded indexes, "1,3-5" ("" when none, as upstream omits it).
     completed_indexes: str = ""
-    #: status.failedIndexes (None: unset). Upstream sets it only with backoffLimitPerIndex,
-    #: which is not acted on yet: an Indexed job clears it.
+    #: status.failedIndexes (None: unset). Set, "" when no index failed, only for an
+    #: Indexed job with backoffLimitPerIndex (upstream's pointer to ""); cleared otherwise.
     failed_indexes: str | None = None
     #: The pod-failure back-off, persisted so that it survives a restart.
     failures_since_success: int = 0
@@ -136,6 +158,9 @@ class JobStatus:
     status_text: str = ""
     completions_text: str = ""
     duration_text: str = ""
+    # What `kubectl get pj -o wide` prints for the template (set once, with other writes).
+    containers_text: str = ""
+    images_text: str = ""
 
 
 @dataclass(frozen=True)
@@ -179,6 +204,10 @@ class PodInfo:
     completion_index: int | None = None
     index_failure_count: int = 0
     index_ignored_failure_count: int = 0
+    #: What a pod failure policy matches (exit codes, pod conditions): only for a pod
+    #: that failed, is being deleted or has a container that exited non-zero (see
+    #: needs_failure_facts), so that running pods cost no more memory; else None.
+    failure: PodFailureFacts | None = None
 
     @property
     def active(self) -> bool:
@@ -305,6 +334,30 @@ def parse_success_policy(spec: Mapping[str, Any]) -> SuccessPolicy | None:
     return SuccessPolicy(rules=tuple(_parse_success_rule(r) for r in _as_list(rules)))
 
 
+def parse_pod_failure_backoff(spec: Mapping[str, Any]) -> PodFailureBackoff | None:
+    """``spec.podFailureBackoff`` (initialSeconds, maxSeconds), None when unset; a field
+    that is not a positive integer is unset (the CRD's minimum is 1)."""
+    raw = spec.get("podFailureBackoff")
+    if not isinstance(raw, Mapping):
+        return None
+    initial = _int(raw.get("initialSeconds"), None)
+    cap = _int(raw.get("maxSeconds"), None)
+    return PodFailureBackoff(
+        initial_seconds=initial if initial is not None and initial > 0 else None,
+        max_seconds=cap if cap is not None and cap > 0 else None,
+    )
+
+
+def template_texts(spec: Mapping[str, Any]) -> tuple[str, str]:
+    """layoutContainerCells (kubectl's printJob, -o wide): the names and the images of
+    spec.template.spec.containers, each joined by "," (a missing one as "")."""
+    template_spec = _as_dict(_as_dict(spec.get("template")).get("spec"))
+    containers = [_as_dict(x) for x in _as_list(template_spec.get("containers"))]
+    names = ",".join(_str(x.get("name")) or "" for x in containers)
+    images = ",".join(_str(x.get("image")) or "" for x in containers)
+    return names, images
+
+
 def _default_pod_replacement_policy(pod_failure_policy: object) -> str:
     """SetDefaults_Job: Failed with a podFailurePolicy, else TerminatingOrFailed."""
     if pod_failure_policy is not None:
@@ -328,6 +381,7 @@ def parse_spec(spec: Mapping[str, Any]) -> JobSpec:
     per_index = _int(spec.get("backoffLimitPerIndex"), None)
     default_backoff_limit = 6 if per_index is None else _MAX_INT32
     pod_failure_policy = parse_pod_failure_policy(spec)
+    containers_text, images_text = template_texts(spec)
     return JobSpec(
         parallelism=max(parallelism, 0),
         completions=None if completions is None else max(completions, 0),
@@ -346,6 +400,9 @@ def parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         max_failed_indexes=_int(spec.get("maxFailedIndexes"), None),
         pod_failure_policy=pod_failure_policy,
         managed_by=_str(spec.get("managedBy")),
+        pod_failure_backoff=parse_pod_failure_backoff(spec),
+        containers_text=containers_text,
+        images_text=images_text,
     )
 
 
@@ -359,6 +416,14 @@ def spec_defaults_patch(spec: Mapping[str, Any]) -> JsonDict | None:
     stored object then reads like a defaulted batch/v1 Job. An unset podReplacementPolicy
     without a podFailurePolicy is left to the CRD's default (parse_spec reads it as
     TerminatingOrFailed): writing it would cost every job one more write.
+
+    backoffLimit: with backoffLimitPerIndex, an unset backoffLimit is written as
+    MaxInt32 (SetDefaults_Job), so that the stored job shows that the job-wide limit is
+    off. Without it, an unset backoffLimit is not written (parse_spec reads it as 6, as
+    does a CRD that still defaults it): writing it would cost every plain job one more
+    write. A CRD that defaults backoffLimit to 6 makes it 6 before the operator sees the
+    job, which the operator cannot tell from an explicit 6, and applies, as the Job
+    controller applies an explicit backoffLimit next to backoffLimitPerIndex.
     """
     patch: JsonDict = {}
     if spec.get("parallelism") is None:
@@ -369,6 +434,8 @@ def spec_defaults_patch(spec: Mapping[str, Any]) -> JsonDict | None:
         patch["completionMode"] = NON_INDEXED_COMPLETION
     if spec.get("podReplacementPolicy") is None and spec.get("podFailurePolicy") is not None:
         patch["podReplacementPolicy"] = POD_REPLACEMENT_FAILED
+    if spec.get("backoffLimit") is None and spec.get("backoffLimitPerIndex") is not None:
+        patch["backoffLimit"] = _MAX_INT32
     return patch or None
 
 
@@ -406,6 +473,8 @@ def parse_status(status: Mapping[str, Any]) -> JobStatus:
         status_text=str(status.get("statusText", "") or ""),
         completions_text=str(status.get("completionsText", "") or ""),
         duration_text=str(status.get("durationText", "") or ""),
+        containers_text=str(status.get("containersText", "") or ""),
+        images_text=str(status.get("imagesText", "") or ""),
     )
 
 
@@ -462,6 +531,33 @@ def _finished_at(meta: Mapping[str, Any], status: Mapping[str, Any]) -> datetime
     return parse_time(meta.get("creationTimestamp"))
 
 
+def _exited_non_zero(statuses: Sequence[Any]) -> bool:
+    """A container of ``statuses`` terminated with an exit code other than 0 (the only
+    ones a pod failure policy's onExitCodes can match)."""
+    for raw in statuses:
+        terminated = _as_dict(_as_dict(_as_dict(raw).get("state")).get("terminated"))
+        if terminated and terminated.get("exitCode", 0) != 0:
+            return True
+    return False
+
+
+def needs_failure_facts(
+    phase: str, deleting: bool, containers: Sequence[Any], init_containers: Sequence[Any]
+) -> bool:
+    """Whether parse_pod keeps what a pod failure policy matches. A policy is matched
+    against a Failed pod (isPodFailed, since a policy makes only failed pods count), and
+    against any pod a failing job still tracks (trackJobStatusAndRemoveFinalizers): those
+    being deleted, whose exit codes and conditions (DisruptionTarget) matter. A running
+    pod keeps them only once a container exited non-zero; the others match no onExitCodes
+    rule, and are taken as having no pod condition (see the docs of PodInfo.failure)."""
+    return (
+        phase == c.FAILED
+        or deleting
+        or _exited_non_zero(containers)
+        or _exited_non_zero(init_containers)
+    )
+
+
 def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     meta = _as_dict(body.get("metadata"))
     spec = _as_dict(body.get("spec"))
@@ -473,12 +569,14 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     init_restarts = [_int(_as_dict(s).get("restartCount"), 0) or 0 for s in init_containers]
     annotations = _as_dict(meta.get("annotations"))
     ready_cond = _condition_true(status, "Ready")
-    finished = phase in (c.SUCCEEDED, c.FAILED) or meta.get("deletionTimestamp") is not None
+    deleting = meta.get("deletionTimestamp") is not None
+    finished = phase in (c.SUCCEEDED, c.FAILED) or deleting
+    facts = needs_failure_facts(phase, deleting, containers, init_containers)
     return PodInfo(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         phase=phase,
-        deleting=meta.get("deletionTimestamp") is not None,
+        deleting=deleting,
         has_finalizer=c.TRACKING_FINALIZER in _as_list(meta.get("finalizers")),
         ready=ready_cond is not None,
         ready_since=parse_time(ready_cond.get("lastTransitionTime")) if ready_cond else None,
@@ -493,6 +591,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         completion_index=get_completion_index(annotations),
         index_failure_count=get_index_failure_count(annotations),
         index_ignored_failure_count=get_index_ignored_failure_count(annotations),
+        failure=pod_failure_facts(body) if facts else None,
     )
 
 
@@ -551,6 +650,8 @@ def status_to_dict(status: JobStatus) -> JsonDict:
         "statusText": status.status_text,
         "completionsText": status.completions_text,
         "durationText": status.duration_text,
+        "containersText": status.containers_text,
+        "imagesText": status.images_text,
     }
 
 

@@ -9,13 +9,20 @@ Ports ``pkg/controller/job/pod_failure_policy.go`` (Kubernetes v1.34.4). What di
   ``FailIndex`` rule always applies (upstream skips it when the gate is off).
 * Actions and operators are plain strings, as in the JSON: an action or operator this
   module does not know makes its rule match nothing, as upstream's ``switch`` does.
+
+At the end, what ``job_controller.go`` decides with the matcher, over the operator's
+:class:`~paralleljob.model.PodInfo` (which keeps a pod's ``PodFailureFacts`` in its
+``failure`` field): ``getFailJobMessage`` (the FailJob verdict), ``nonIgnoredFailedPodsCount``
+and the ``countFailed`` of the pod loop of ``trackJobStatusAndRemoveFinalizers``. A job
+with a policy replaces only failed pods (``onlyReplaceFailedPods``), so for it
+``isPodFailed`` is the phase Failed, which is what these functions check.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, Protocol
 
 # batch/v1 PodFailurePolicyAction.
 ACTION_FAIL_JOB: Final = "FailJob"
@@ -105,6 +112,26 @@ class PodFailurePolicyMatch(NamedTuple):
     count_failed: bool
     #: The matched rule's action, None when no rule matched.
     action: str | None
+
+
+class FailedPod(Protocol):
+    """What the job-level decisions read of a pod (a ``model.PodInfo``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def phase(self) -> str: ...
+
+    @property
+    def failure(self) -> PodFailureFacts | None: ...
+
+
+#: v1.PodFailed.
+_POD_FAILED: Final = "Failed"
 
 
 # ------------------------------------------------------------------------------------- parsing
@@ -301,3 +328,46 @@ def match_pod_failure_policy(
             if matched is not None:
                 return matched
     return PodFailurePolicyMatch(None, True, None)
+
+
+# ----------------------------------------------------------------------- job-level decisions
+def facts_of(pod: FailedPod) -> PodFailureFacts:
+    """The pod's facts; a pod parsed without them (running, no container exited non-zero)
+    has no terminated container and is taken as having no condition."""
+    if pod.failure is not None:
+        return pod.failure
+    return PodFailureFacts(namespace=pod.namespace, name=pod.name)
+
+
+def match_pod(policy: PodFailurePolicy | None, pod: FailedPod) -> PodFailurePolicyMatch:
+    """matchPodFailurePolicy for one of the job's pods."""
+    return match_pod_failure_policy(policy, facts_of(pod))
+
+
+def counts_as_failed(policy: PodFailurePolicy | None, pod: FailedPod) -> bool:
+    """countFailed: the pod's failure counts towards backoffLimit (always without a policy;
+    with one, unless an Ignore rule matches)."""
+    return policy is None or match_pod(policy, pod).count_failed
+
+
+def fail_job_message(policy: PodFailurePolicy | None, pods: Iterable[FailedPod]) -> str | None:
+    """getFailJobMessage: the message of the first FailJob rule a failed pod of the job
+    matches, in the order of ``pods`` (all the job's pods, counted or not); None without
+    a policy or such a pod. The job then gets the FailureTarget condition with reason
+    PodFailurePolicy and this message, then Failed."""
+    if policy is None:
+        return None
+    for pod in pods:
+        if pod.phase == _POD_FAILED:
+            message = match_pod(policy, pod).message
+            if message is not None:
+                return message
+    return None
+
+
+def non_ignored_failed_count(policy: PodFailurePolicy | None, failed: Sequence[FailedPod]) -> int:
+    """nonIgnoredFailedPodsCount: how many of the new ``failed`` pods count towards
+    backoffLimit."""
+    if policy is None:
+        return len(failed)
+    return sum(1 for pod in failed if counts_as_failed(policy, pod))

@@ -12,16 +12,22 @@ An Indexed job records a succeeded pod by its completion index instead of its UI
 finalizer goes; see :func:`paralleljob.indexed.track_succeeded_indexes`), and only
 pods with an index below ``completions`` count at all. A job whose podReplacementPolicy
 is Failed does not take a terminating pod for failed (upstream's ``isPodFailed``).
+
+With a pod failure policy, a failed pod that matches an Ignore rule is released without
+being counted (``countFailed``); with backoffLimitPerIndex, the last failed pod of an
+index still to be retried keeps its finalizer until its replacement exists
+(``canRemoveFinalizer``'s ``podsWithDelayedDeletionPerIndex``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from . import constants as c
 from .indexed import OrderedIntervals, by_completion_index, intervals_has
 from .model import Condition, JobSpec, JobStatus, PodInfo, is_pod_failed
+from .pod_failure_policy import counts_as_failed
 
 #: A NonIndexed job that replaces terminating pods: what the functions assume unless told.
 _PLAIN = JobSpec()
@@ -80,14 +86,26 @@ def can_remove_finalizer(
     job_deleting: bool,
     verdict: Condition | None,
     consider_failed: bool | None = None,
+    delayed: Mapping[int, PodInfo] | None = None,
 ) -> bool:
     """canRemoveFinalizer: the job is being deleted or has a verdict, or the pod has
     finished: succeeded, or failed (``consider_failed``, upstream's considerPodFailed:
     is_pod_failed for the job; by default for a job that replaces terminating pods:
-    Failed, or deleted before it could succeed)."""
+    Failed, or deleted before it could succeed), unless it is its index's last failed
+    pod in ``delayed`` (backoffLimitPerIndex: podsWithDelayedDeletionPerIndex)."""
     if job_deleting or verdict is not None or pod.phase == c.SUCCEEDED:
         return True
-    return pod.failed if consider_failed is None else consider_failed
+    if not (pod.failed if consider_failed is None else consider_failed):
+        return False
+    return not _deletion_delayed(pod, delayed)
+
+
+def _deletion_delayed(pod: PodInfo, delayed: Mapping[int, PodInfo] | None) -> bool:
+    """The pod is its index's last failed pod, whose finalizer waits for the replacement."""
+    if not delayed or pod.completion_index is None:
+        return False
+    waiting = delayed.get(pod.completion_index)
+    return waiting is not None and waiting.uid == pod.uid
 
 
 def clean_uncounted_pods_without_finalizers(
@@ -133,6 +151,7 @@ def record_finished_pods(
     max_uncounted: int,
     spec: JobSpec = _PLAIN,
     prev_succeeded_indexes: OrderedIntervals = (),
+    delayed: Mapping[int, PodInfo] | None = None,
 ) -> RecordedPods:
     """trackJobStatusAndRemoveFinalizers' loop: adds finished pods to the uncounted UIDs
     of ``status`` (after cleanUncountedPodsWithoutFinalizers) and picks the finalizers
@@ -140,7 +159,10 @@ def record_finished_pods(
 
     An Indexed job's pods are looked at in index order; a succeeded one is recorded by
     its index unless ``prev_succeeded_indexes`` (status.completedIndexes as the sync
-    found it) has it, and only pods with a valid index are recorded at all.
+    found it) has it, and only pods with a valid index are recorded at all. A failed
+    pod that the job's pod failure policy ignores is released but not counted (it is
+    among ``newly_failed`` all the same: it starts the back-off, as upstream's
+    newFailedPods); the pods in ``delayed`` keep their finalizer.
     """
     indexed = spec.indexed
     if indexed:
@@ -160,7 +182,7 @@ def record_finished_pods(
             continue  # processed by an earlier sync
         failed = is_pod_failed(pod, only_replace_failed=only_failed)
         if not can_remove_finalizer(
-            pod, job_deleting=job_deleting, verdict=verdict, consider_failed=failed
+            pod, job_deleting=job_deleting, verdict=verdict, consider_failed=failed, delayed=delayed
         ):
             continue
         remove.append(pod)
@@ -180,8 +202,9 @@ def record_finished_pods(
                 known_s.add(pod.uid)
                 newly_s.append(pod)
         elif (failed or fail_remaining) and pod.uid not in known_f and has_valid_index(pod, spec):
-            uncounted_f.append(pod.uid)
-            known_f.add(pod.uid)
+            if counts_as_failed(spec.pod_failure_policy, pod):
+                uncounted_f.append(pod.uid)
+                known_f.add(pod.uid)
             if failed:
                 newly_f.append(pod)
         if len(new_indexes) + len(uncounted_s) + len(uncounted_f) >= max_uncounted:

@@ -21,28 +21,43 @@ def _events(k: Kubectl, name: str, reason: str) -> list[str]:
     return [e["message"] for e in items if e.get("reason") == reason]
 
 
-def test_a_rejected_pod_template_is_reported_and_retried(operator: Operator, k: Kubectl) -> None:
-    name = "no-image"
-    template = busybox_template("true")
-    del template["spec"]["containers"][0]["image"]
-    k.create_pj(name, template, completions=1, parallelism=1)
-
+def _creation_failed(k: Kubectl, name: str) -> dict[str, Any]:
     def reported() -> dict[str, Any] | None:
         cond = k.condition(name, "PodCreationFailed")
         return cond if cond and cond.get("status") == "True" else None
 
-    cond = wait_until(reported, timeout=30, what="the PodCreationFailed condition")
+    cond: dict[str, Any] = wait_until(reported, timeout=30, what=f"{name}: PodCreationFailed")
     assert cond["reason"] == "FailedCreate"
+    return cond
+
+
+def test_a_rejected_pod_template_is_reported_and_retried(operator: Operator, k: Kubectl) -> None:
+    # Two jobs whose pods the API server refuses: one for good (no image: its template is
+    # immutable, as a Job's, so it stays refused), one until its service account exists.
+    no_image = busybox_template("true")
+    del no_image["spec"]["containers"][0]["image"]
+    k.create_pj("no-image", no_image, completions=1, parallelism=1)
+    late_account = busybox_template("true")
+    late_account["spec"]["serviceAccountName"] = "late"
+    k.create_pj("late-account", late_account, completions=1, parallelism=1)
+
+    cond = _creation_failed(k, "no-image")
     assert "spec.containers[0].image: Required value" in cond["message"]
-    messages = wait_until(lambda: _events(k, name, "FailedCreate"), timeout=30, what="an event")
+    messages = wait_until(
+        lambda: _events(k, "no-image", "FailedCreate"), timeout=30, what="an event"
+    )
     assert messages[0].startswith("Error creating: ") and "Required value" in messages[0]
-    assert operator.running and k.pods(name) == []
-    # Fixing the template lets the retry through.
-    k.patch_pj(name, {"spec": {"template": busybox_template("true")}})
-    wait_until(lambda: k.finished(name), timeout=90, what=f"{name} done after the fix")
-    assert k.finished(name) == "Complete"
-    cleared = k.condition(name, "PodCreationFailed")
+    assert 'serviceaccount "late" not found' in _creation_failed(k, "late-account")["message"]
+    assert operator.running and k.pods("no-image") == k.pods("late-account") == []
+    refused = k.patch_pj("no-image", {"spec": {"template": busybox_template("true")}}, check=False)
+    assert refused.returncode != 0 and "field is immutable" in refused.stderr
+    # Once the service account exists, the retry gets through.
+    k.run("create", "serviceaccount", "late")
+    wait_until(lambda: k.finished("late-account"), timeout=90, what="late-account done")
+    assert k.finished("late-account") == "Complete"
+    cleared = k.condition("late-account", "PodCreationFailed")
     assert cleared is not None and cleared["status"] == "False"
+    assert k.finished("no-image") is None and k.pods("no-image") == []
 
 
 def test_suspend_deletes_pods_without_failures_and_resume_restarts(
@@ -129,7 +144,9 @@ def test_unset_completions_and_parallelism_default_to_1_as_for_a_job(
     k.create_pj(name, busybox_template("true"))
     wait_until(lambda: k.finished(name), timeout=60, what=f"{name} done")
     spec = k.pj(name)["spec"]
-    assert (spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (1, 1, 6)
+    assert (spec["completions"], spec["parallelism"]) == (1, 1)
+    # backoffLimit is left unset and read as 6, as a Job's default (docs/api.md).
+    assert "backoffLimit" not in spec
     assert spec["suspend"] is False
     row = k.row(name)
     assert (row.status, row.completions) == ("Complete", "1/1")

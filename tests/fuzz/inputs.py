@@ -46,12 +46,27 @@ INT_FIELDS: dict[str, tuple[int, int]] = {
     "completions": (0, 32),
     "backoffLimit": (0, 32),
     "ttlSecondsAfterFinished": (0, 32),
-    "activeDeadlineSeconds": (1, 64),
+    # 0 is valid since Kubernetes 1.34 (fails the job at once), as for a Job.
+    "activeDeadlineSeconds": (0, 64),
 }
 #: Known properties by the path of their object, so that an "unknown" field is unknown.
 KNOWN_FIELDS: dict[Path, frozenset[str]] = {
     (): frozenset({"apiVersion", "kind", "metadata", "spec", "status"}),
-    ("spec",): frozenset({*INT_FIELDS, "suspend", "template"}),
+    ("spec",): frozenset(
+        {
+            *INT_FIELDS,
+            "suspend",
+            "template",
+            "completionMode",
+            "backoffLimitPerIndex",
+            "maxFailedIndexes",
+            "podFailurePolicy",
+            "successPolicy",
+            "podReplacementPolicy",
+            "managedBy",
+            "podFailureBackoff",
+        }
+    ),
     ("spec", "template"): frozenset({"metadata", "spec"}),
 }
 
@@ -258,7 +273,7 @@ def valid_specs(draw: st.DrawFn, *, patch_base: bool = False) -> Json:
         "completions": completions,
         "suspend": suspend,
         "backoffLimit": draw(_optional(st.sampled_from([0, 1, 2, 3, INT32_MAX]))),
-        "activeDeadlineSeconds": draw(_optional(st.sampled_from([1, 2, 5, 3600, INT64_MAX]))),
+        "activeDeadlineSeconds": draw(_optional(st.sampled_from([0, 1, 2, 5, 3600, INT64_MAX]))),
         "ttlSecondsAfterFinished": draw(_optional(st.sampled_from([0, 1, 2, INT32_MAX]))),
         "template": draw(valid_templates()),
     }
@@ -530,13 +545,20 @@ def _spec_change(draw: st.DrawFn, key: str, base: Mapping[str, Any], bad: bool) 
         # Immutable: set, changed or removed, the API refuses it (a Job's rule).
         return _Change(new, Defect(("spec", key), new, rejected=("spec.completions",)))
     if key == "template":
+        # The template is immutable, as a Job's (the scheduling directives of a job that
+        # has never started aside): a valid patch leaves it as it is.
         if not bad:
-            return _Change(draw(valid_templates()))
+            return _Change(base["template"])
         removed = Defect(("spec", key), None, rejected=("spec.template",))
         policy = draw(restart_policy_defects())
+        changed = draw(valid_templates().filter(lambda t: t != base["template"]))
         return draw(
             st.sampled_from(
-                [_Change(None, removed), _Change({"spec": {"restartPolicy": policy.value}}, policy)]
+                [
+                    _Change(None, removed),
+                    _Change({"spec": {"restartPolicy": policy.value}}, policy),
+                    _Change(changed, Defect(("spec", key), changed, rejected=("spec.template",))),
+                ]
             )
         )
     if key == "suspend":
@@ -549,7 +571,7 @@ def _spec_change(draw: st.DrawFn, key: str, base: Mapping[str, Any], bad: bool) 
         valid = {
             "parallelism": st.integers(0, MAX_PODS),
             "backoffLimit": st.integers(0, 3),
-            "activeDeadlineSeconds": st.sampled_from([1, 5, 3600, INT64_MAX]),
+            "activeDeadlineSeconds": st.sampled_from([0, 1, 5, 3600, INT64_MAX]),
             "ttlSecondsAfterFinished": st.sampled_from([0, 2, INT32_MAX]),
         }[key]
         return _Change(draw(st.none() | valid))

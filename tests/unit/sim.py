@@ -23,6 +23,8 @@ from paralleljob.core import CoreConfig, Event, PodPlan, SyncResult
 from paralleljob.indexed import indexed_pod
 from paralleljob.model import (
     COMPLETION_INDEX_ANNOTATION,
+    INDEX_FAILURE_COUNT_ANNOTATION,
+    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     Job,
     JobSpec,
     JobStatus,
@@ -31,7 +33,12 @@ from paralleljob.model import (
     parse_job,
     status_to_dict,
 )
-from paralleljob.pod_failure_policy import PodFailurePolicy
+from paralleljob.pod_failure_policy import (
+    ContainerStatus,
+    PodCondition,
+    PodFailureFacts,
+    PodFailurePolicy,
+)
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
@@ -174,6 +181,7 @@ class Sim:
                 "maxFailedIndexes": spec.max_failed_indexes,
                 "podFailurePolicy": _pod_failure_policy(spec.pod_failure_policy),
                 "managedBy": spec.managed_by,
+                "podFailureBackoff": _pod_failure_backoff(spec),
                 "template": {"spec": template},
             },
             "status": status_to_dict(job.status),
@@ -233,6 +241,31 @@ class Sim:
             self.pods[pod.uid] = replace(pod, phase=phase, finished_at=self.now, restarts=restarts)
         return [p.uid for p in chosen]
 
+    def fail_with(
+        self,
+        uid: str,
+        exit_code: int | None = None,
+        *,
+        conditions: tuple[str, ...] = (),
+        container: str = "main",
+    ) -> str:
+        """The kubelet fails the pod ``uid``: its container ``container`` exited with
+        ``exit_code`` (None: no terminated container), with the True pod ``conditions``
+        (DisruptionTarget, say)."""
+        pod = self.pods[uid]
+        self.pods[uid] = replace(
+            pod,
+            phase=c.FAILED,
+            finished_at=self.now,
+            failure=failure_facts(pod, exit_code, conditions=conditions, container=container),
+        )
+        return uid
+
+    def fail_index_with(self, index: int, exit_code: int | None = None, **kw: Any) -> str:
+        """The active pod of ``index`` fails (see fail_with)."""
+        [pod] = [p for p in self.active() if p.completion_index == index]
+        return self.fail_with(pod.uid, exit_code, **kw)
+
     def succeed(self, n: int) -> list[str]:
         return self.finish_pods(n, c.SUCCEEDED)
 
@@ -274,16 +307,29 @@ class Sim:
         deleting: bool = False,
         ready: bool = False,
         finished_at: datetime | None = None,
+        name: str | None = None,
+        failure_count: int | None = None,
+        ignored_count: int | None = None,
+        exit_code: int | None = None,
+        conditions: tuple[str, ...] = (),
+        container: str = "main",
     ) -> PodInfo:
         """A pod of the job that is already there (upstream's setPodsStatuses and
         setPodsStatusesWithIndexes): ``index`` as its completion-index annotation holds it
-        (a str such as "invalid" is an annotation that does not parse). A finished pod
-        finished long ago, so that it starts no back-off (upstream's testFinishedAt)."""
+        (a str such as "invalid" is an annotation that does not parse), with the index's
+        ``failure_count`` and ``ignored_count`` annotations when given. A finished pod
+        finished long ago, so that it starts no back-off (upstream's testFinishedAt). A
+        failed pod's container ``container`` exited with ``exit_code``, and it has the
+        True pod ``conditions``, as fail_with has them."""
         uid = uid or f"pre-{len(self.pods)}"
         annotations = {} if index is None else {COMPLETION_INDEX_ANNOTATION: str(index)}
+        if failure_count is not None:
+            annotations[INDEX_FAILURE_COUNT_ANNOTATION] = str(failure_count)
+        if ignored_count is not None:
+            annotations[INDEX_IGNORED_FAILURE_COUNT_ANNOTATION] = str(ignored_count)
         pod = indexed_pod(
             PodInfo(
-                name=f"job-{uid}",
+                name=name or f"job-{uid}",
                 uid=uid,
                 phase=phase,
                 deleting=deleting,
@@ -299,6 +345,9 @@ class Sim:
             ),
             annotations,
         )
+        if phase == c.FAILED or deleting:
+            facts = failure_facts(pod, exit_code, conditions=conditions, container=container)
+            pod = replace(pod, failure=facts)
         self.pods[uid] = pod
         return pod
 
@@ -327,6 +376,37 @@ class Sim:
 
     def advance(self, seconds: float) -> None:
         self.now += timedelta(seconds=seconds)
+
+
+def failure_facts(
+    pod: PodInfo,
+    exit_code: int | None = None,
+    *,
+    conditions: tuple[str, ...] = (),
+    container: str = "main",
+) -> PodFailureFacts:
+    """What model.parse_pod keeps of a failed pod whose container ``container`` exited
+    with ``exit_code`` (None: none terminated) and that has the True ``conditions``."""
+    containers = () if exit_code is None else (ContainerStatus(container, exit_code),)
+    return PodFailureFacts(
+        namespace=pod.namespace,
+        name=pod.name,
+        container_statuses=containers,
+        conditions=tuple(PodCondition(ctype, "True") for ctype in conditions),
+    )
+
+
+def _pod_failure_backoff(spec: JobSpec) -> JsonDict | None:
+    """A podFailureBackoff as the ParallelJob's JSON."""
+    backoff = spec.pod_failure_backoff
+    if backoff is None:
+        return None
+    raw: JsonDict = {}
+    if backoff.initial_seconds is not None:
+        raw["initialSeconds"] = backoff.initial_seconds
+    if backoff.max_seconds is not None:
+        raw["maxSeconds"] = backoff.max_seconds
+    return raw
 
 
 def _success_policy(policy: SuccessPolicy | None) -> JsonDict | None:

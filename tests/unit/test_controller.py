@@ -24,6 +24,14 @@ from paralleljob.model import (
     SuccessPolicy,
     SuccessPolicyRule,
 )
+from paralleljob.pod_failure_policy import (
+    ACTION_FAIL_JOB,
+    ACTION_IGNORE,
+    OPERATOR_IN,
+    OnExitCodes,
+    PodFailurePolicy,
+    PodFailurePolicyRule,
+)
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
@@ -171,6 +179,59 @@ INDEXED_SCENARIOS = [
     ),
 ]
 SCENARIOS += INDEXED_SCENARIOS
+
+#: Exit code 42 is ignored, 3 fails the job (podFailurePolicy).
+_POLICY = PodFailurePolicy(
+    rules=(
+        PodFailurePolicyRule(ACTION_IGNORE, OnExitCodes(OPERATOR_IN, (42,))),
+        PodFailurePolicyRule(ACTION_FAIL_JOB, OnExitCodes(OPERATOR_IN, (3,))),
+    )
+)
+
+
+def _with_policy(completions: int, parallelism: int, **more: Any) -> JobSpec:
+    return JobSpec(
+        completions=completions,
+        parallelism=parallelism,
+        pod_failure_policy=_POLICY,
+        pod_replacement_policy=POD_REPLACEMENT_FAILED,
+        **more,
+    )
+
+
+def _exit(*codes: int) -> Callable[[Sim], None]:
+    def then(sim: Sim) -> None:
+        for pod, code in zip(sim.active(), codes, strict=False):
+            sim.fail_with(pod.uid, code)
+
+    return then
+
+
+FAILURE_SCENARIOS = [
+    Scenario(
+        "pod failure policy: exit 42 is ignored, exit 1 counted",
+        _with_policy(3, 3, backoff_limit=1),
+        _exit(42, 1),
+        # Both start the back-off: no replacement yet; the ignored one is released only.
+        (WRITE, RELEASE, RELEASE, WRITE),
+        settled=(0, 1, 1),
+    ),
+    Scenario(
+        "pod failure policy: exit 3 fails the job, the active pods are deleted",
+        _with_policy(3, 3),
+        _exit(3),
+        (DELETE, DELETE, WRITE, RELEASE, RELEASE, RELEASE, WRITE),
+        settled=(0, 3, 0),
+    ),
+    Scenario(
+        "backoffLimitPerIndex 0: a failure fails its index, the job goes on",
+        _indexed(2, 2, backoff_limit=2**31 - 1, backoff_limit_per_index=0),
+        _finish(failed=1),
+        (WRITE, RELEASE, WRITE),
+        settled=(0, 1, 1),
+    ),
+]
+SCENARIOS += FAILURE_SCENARIOS
 
 
 def _prepared(scenario: Scenario) -> Sim:

@@ -453,7 +453,23 @@ class PolicyCase:
     want: JobStatus
     want_conditions: tuple[tuple[str, str, str, str], ...]
     status: JobStatus = field(default_factory=JobStatus)
+    #: (uid, the index's failure count annotation) of pods that have one.
+    failure_counts: tuple[tuple[str, int], ...] = ()
+    #: Failed pods with the DisruptionTarget condition.
+    disrupted: tuple[str, ...] = ()
 
+
+_FAIL_JOB_ON_DISRUPTION = PodFailurePolicy(
+    rules=(
+        PodFailurePolicyRule(
+            "FailJob", on_pod_conditions=(OnPodConditionsPattern("DisruptionTarget"),)
+        ),
+    )
+)
+_NS_POD_FAILURE_MESSAGE = (
+    "Pod ns/mypod-0 has condition DisruptionTarget matching FailJob rule at index 0"
+)
+FAILED_INDEXES = ("FailedIndexes", "Job has failed indexes")
 
 POLICY_CASES = [
     pytest.param(
@@ -468,10 +484,11 @@ POLICY_CASES = [
     ),
     pytest.param(
         PolicyCase(
-            # backoffLimitPerIndex is set, but upstream runs this case with its gate off.
+            # Upstream runs this case with the JobBackoffLimitPerIndex gate off; on, the
+            # job also has failedIndexes "".
             indexed(2, 2, MAX_INT32, backoff_limit_per_index=2, success_policy=RULE_0_1),
             (("a", 0, F, True), ("b", 1, S, True)),
-            JobStatus(failed=1, succeeded=1, completed_indexes="1"),
+            JobStatus(failed=1, succeeded=1, completed_indexes="1", failed_indexes=""),
             (true(SCM, MATCHED_0), true(COMPLETE, MATCHED_0)),
             status=JobStatus(conditions=(_SCM_0,)),
         ),
@@ -481,9 +498,12 @@ POLICY_CASES = [
     ),
     pytest.param(
         PolicyCase(
+            # Upstream runs this case with the JobBackoffLimitPerIndex gate off (see above).
             indexed(3, 3, MAX_INT32, backoff_limit_per_index=3, success_policy=RULE_0_1),
             (("a1", 0, F, True), ("a2", 1, R, True), ("b", 1, S, True), ("c", 2, R, True)),
-            JobStatus(failed=1, succeeded=1, terminating=2, completed_indexes="1"),
+            JobStatus(
+                failed=1, succeeded=1, terminating=2, completed_indexes="1", failed_indexes=""
+            ),
             (true(SCM, MATCHED_0),),
             status=JobStatus(conditions=(_SCM_0,)),
         ),
@@ -548,6 +568,90 @@ POLICY_CASES = [
     ),
     pytest.param(
         PolicyCase(
+            indexed(
+                2, 2, MAX_INT32, success_policy=RULE_0_1, pod_failure_policy=_FAIL_JOB_ON_DISRUPTION
+            ),
+            (("a1", 0, F, True), ("a2", 0, R, True), ("b", 1, S, True)),
+            JobStatus(failed=1, succeeded=1, terminating=1, completed_indexes="1"),
+            (true(SCM, MATCHED_0),),
+        ),
+        id="job with podFailurePolicy and successPolicy; jobPodReplacementPolicy feature "
+        "enabled; job has SuccessCriteriaMet condition if job meets to successPolicy and "
+        "doesn't meet to podFailurePolicy",
+    ),
+    pytest.param(
+        PolicyCase(
+            indexed(2, 2, MAX_INT32, backoff_limit_per_index=2, success_policy=RULE_0_1),
+            (("a1", 0, F, True), ("a2", 0, R, True), ("b", 1, S, True)),
+            JobStatus(
+                failed=1, succeeded=1, terminating=1, completed_indexes="1", failed_indexes=""
+            ),
+            (true(SCM, MATCHED_0),),
+        ),
+        id="job with backoffLimitPerIndex and successPolicy; jobPodReplacementPolicy feature "
+        "enabled; job has SuccessCriteriaMet condition if job meets to successPolicy and "
+        "doesn't meet backoffLimitPerIndex",
+    ),
+    pytest.param(
+        PolicyCase(
+            indexed(
+                2, 2, MAX_INT32, success_policy=RULE_0_1, pod_failure_policy=_FAIL_JOB_ON_DISRUPTION
+            ),
+            (("a1", 0, F, True), ("a2", 0, R, True), ("b", 1, S, True)),
+            JobStatus(failed=2, succeeded=1, terminating=1, completed_indexes="1"),
+            ((TARGET, "True", "PodFailurePolicy", _NS_POD_FAILURE_MESSAGE),),
+            disrupted=("a1",),
+        ),
+        id="job with successPolicy and podFailurePolicy; jobPodReplacementPolicy feature "
+        "enabled; job has a failed condition when job meets to both successPolicy and "
+        "podFailurePolicy",
+    ),
+    pytest.param(
+        PolicyCase(
+            indexed(2, 2, MAX_INT32, backoff_limit_per_index=1, success_policy=RULE_0_1),
+            (("a", 0, F, True), ("b", 1, S, True)),
+            JobStatus(failed=1, succeeded=1, completed_indexes="1", failed_indexes="0"),
+            (true(TARGET, FAILED_INDEXES), true(FAILED, FAILED_INDEXES)),
+            failure_counts=(("a", 1),),
+        ),
+        id="job with successPolicy and backoffLimitPerIndex; jobPodReplacementPolicy feature "
+        "enabled; job has a failed condition when job meets to both successPolicy and "
+        "backoffLimitPerIndex",
+    ),
+    pytest.param(
+        PolicyCase(
+            indexed(
+                2,
+                2,
+                MAX_INT32,
+                success_policy=policy(count=1),
+                pod_failure_policy=_FAIL_JOB_ON_DISRUPTION,
+            ),
+            (("a", 0, F, True), ("b", 1, S, True)),
+            JobStatus(failed=1, succeeded=1, completed_indexes="1"),
+            (true(SCM, MATCHED_0), true(COMPLETE, MATCHED_0)),
+            status=JobStatus(succeeded=1, completed_indexes="1", conditions=(_SCM_0,)),
+            disrupted=("a",),
+        ),
+        id="job with successPolicy and podFailurePolicy; jobPodReplacementPolicy feature "
+        "enabled; job with SuccessCriteriaMet has never been transitioned to FailureTarget "
+        "and Failed even if job meets podFailurePolicy",
+    ),
+    pytest.param(
+        PolicyCase(
+            indexed(2, 2, MAX_INT32, backoff_limit_per_index=1, success_policy=policy("1")),
+            (("a", 0, F, True), ("b", 1, S, True)),
+            JobStatus(failed=1, succeeded=1, completed_indexes="1", failed_indexes="0"),
+            (true(SCM, MATCHED_0), true(COMPLETE, MATCHED_0)),
+            status=JobStatus(succeeded=1, completed_indexes="1", conditions=(_SCM_0,)),
+            failure_counts=(("a", 1),),
+        ),
+        id="job with successPolicy and backoffLimitPerIndex; jobPodReplacementPolicy feature "
+        "enabled; job with SuccessCriteriaMet has never been transitioned to FailureTarget "
+        "and Failed even if job meet backoffLimitPerIndex",
+    ),
+    pytest.param(
+        PolicyCase(
             indexed(1, 1, MAX_INT32),
             (("a1", 0, S, True),),
             JobStatus(succeeded=1, completed_indexes="0"),
@@ -561,18 +665,30 @@ POLICY_CASES = [
 
 @pytest.mark.parametrize("case", POLICY_CASES)
 def test_sync_job_with_job_success_policy(case: PolicyCase) -> None:
-    """TestSyncJobWithJobSuccessPolicy (the cases that need neither backoffLimitPerIndex
-    nor the matching of a podFailurePolicy's rules, which are not acted on yet)."""
+    """TestSyncJobWithJobSuccessPolicy (the cases with every gate on; "when the
+    JobSuccessPolicy is disabled" has no counterpart, the gate being locked on)."""
     sim = Sim(case.spec)
     sim.job = replace(sim.job, status=case.status)
-    for uid, index, phase, finalizer in case.pods:
-        sim.add_pod(phase, index, uid=uid, finalizer=finalizer)
+    counts = dict(case.failure_counts)
+    for i, (uid, index, phase, finalizer) in enumerate(case.pods):
+        sim.add_pod(
+            phase,
+            index,
+            uid=uid,
+            name=f"mypod-{i}",
+            finalizer=finalizer,
+            failure_count=counts.get(uid),
+            conditions=("DisruptionTarget",) if uid in case.disrupted else (),
+        )
     sim.sync()
     status = sim.status
     got = (status.active, status.failed, status.succeeded, status.terminating)
     want = case.want
     assert got == (want.active, want.failed, want.succeeded, want.terminating)
-    assert status.completed_indexes == want.completed_indexes
+    assert (status.completed_indexes, status.failed_indexes) == (
+        want.completed_indexes,
+        want.failed_indexes,
+    )
     assert (status.uncounted_succeeded, status.uncounted_failed) == ((), ())
     assert tuple(conditions(sim)) == case.want_conditions
 

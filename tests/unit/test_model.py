@@ -16,6 +16,7 @@ from paralleljob.model import (
     POD_REPLACEMENT_FAILED,
     JobSpec,
     JobStatus,
+    PodFailureBackoff,
     SuccessPolicy,
     SuccessPolicyRule,
     parse_job,
@@ -25,6 +26,7 @@ from paralleljob.model import (
     spec_defaults_patch,
     status_to_dict,
 )
+from paralleljob.pod_failure_policy import ContainerStatus, PodCondition, PodFailureFacts
 from paralleljob.timeutil import format_time, parse_time
 
 from .sim import T0
@@ -66,6 +68,22 @@ _MODES = {"completionMode": "NonIndexed"}
             {"podReplacementPolicy": "Failed"},
         ),
         ({"parallelism": 2, **_MODES, "podReplacementPolicy": "Failed"}, None),
+        # SetDefaults_Job: backoffLimit MaxInt32 with backoffLimitPerIndex; 6 otherwise,
+        # read by parse_spec but not written (it would cost every plain job a write).
+        (
+            {"parallelism": 2, "completionMode": "Indexed", "backoffLimitPerIndex": 1},
+            {"backoffLimit": 2**31 - 1},
+        ),
+        (
+            {
+                "parallelism": 2,
+                "completionMode": "Indexed",
+                "backoffLimitPerIndex": 1,
+                "backoffLimit": 3,
+            },
+            None,
+        ),
+        ({"parallelism": 2, **_MODES, "backoffLimit": None}, None),
     ],
 )
 def test_spec_defaults_patch(spec: dict[str, Any], patch: dict[str, Any] | None) -> None:
@@ -275,3 +293,123 @@ def test_indexed_status_fields_round_trip_and_are_omitted_when_unset() -> None:
     assert (empty["completedIndexes"], empty["failedIndexes"]) == (None, None)
     assert parse_status({k: v for k, v in empty.items() if v is not None}) == JobStatus()
     assert parse_status({"completedIndexes": "1", "failedIndexes": "0"}).failed_indexes == "0"
+
+
+# -------------------------------------- issue 12: pod failure facts, printer text, back-off
+def _failed_status(**more: Any) -> dict[str, Any]:
+    return {
+        "phase": "Failed",
+        "conditions": [{"type": "DisruptionTarget", "status": "True"}],
+        "initContainerStatuses": [
+            {"name": "init", "state": {"terminated": {"exitCode": 0}}, "restartCount": 0}
+        ],
+        "containerStatuses": [
+            {"name": "main", "state": {"terminated": {"exitCode": 42}}},
+            {"name": "side", "state": {"running": {}}},
+        ],
+        **more,
+    }
+
+
+def test_a_failed_pod_keeps_what_a_pod_failure_policy_matches() -> None:
+    pod = parse_pod(
+        _pod(metadata={"name": "p", "namespace": "ns", "uid": "u"}, status=_failed_status())
+    )
+    assert pod.failure == PodFailureFacts(
+        namespace="ns",
+        name="p",
+        init_container_statuses=(ContainerStatus("init", 0),),
+        container_statuses=(ContainerStatus("main", 42), ContainerStatus("side", None)),
+        conditions=(PodCondition("DisruptionTarget", "True"),),
+    )
+
+
+@pytest.mark.parametrize(
+    ("metadata", "status", "kept"),
+    [
+        pytest.param({}, {"phase": "Running"}, False, id="running"),
+        pytest.param({}, {"phase": "Succeeded"}, False, id="succeeded"),
+        pytest.param({}, {"phase": "Pending"}, False, id="pending"),
+        pytest.param({}, _failed_status(), True, id="failed"),
+        pytest.param(
+            {"deletionTimestamp": "2026-01-01T12:00:30Z"}, {"phase": "Running"}, True, id="deleting"
+        ),
+        pytest.param(
+            {},
+            {"phase": "Running", "containerStatuses": [{"state": {"terminated": {"exitCode": 0}}}]},
+            False,
+            id="running, a container exited 0",
+        ),
+        pytest.param(
+            {},
+            {"phase": "Running", "containerStatuses": [{"state": {"terminated": {"exitCode": 5}}}]},
+            True,
+            id="running, a container exited 5",
+        ),
+        pytest.param(
+            {},
+            {
+                "phase": "Pending",
+                "initContainerStatuses": [{"state": {"terminated": {"exitCode": 1}}}],
+            },
+            True,
+            id="pending, an init container exited 1",
+        ),
+    ],
+)
+def test_only_pods_that_failed_or_end_keep_failure_facts(
+    metadata: dict[str, Any], status: dict[str, Any], kept: bool
+) -> None:
+    """A running pod keeps no exit codes nor conditions: 10k running pods cost no more."""
+    meta = {"name": "p", "uid": "u", **metadata}
+    assert (parse_pod({"metadata": meta, "status": status}).failure is not None) == kept
+
+
+@pytest.mark.parametrize(
+    ("containers", "names", "images"),
+    [
+        ([], "", ""),
+        ([{"name": "main", "image": "busybox:1.36"}], "main", "busybox:1.36"),
+        (
+            [{"name": "a", "image": "x"}, {"name": "b"}, {"image": "z"}],
+            "a,b,",
+            "x,,z",
+        ),
+    ],
+)
+def test_containers_and_images_text_as_kubectl_lays_them_out(
+    containers: list[dict[str, Any]], names: str, images: str
+) -> None:
+    """layoutContainerCells: joined by ",", init containers left out."""
+    spec = parse_spec(
+        {
+            "template": {
+                "spec": {
+                    "initContainers": [{"name": "init", "image": "i"}],
+                    "containers": containers,
+                }
+            }
+        }
+    )
+    assert (spec.containers_text, spec.images_text) == (names, images)
+
+
+def test_printer_text_round_trips_in_status() -> None:
+    status = JobStatus(containers_text="a,b", images_text="x,y")
+    body = status_to_dict(status)
+    assert (body["containersText"], body["imagesText"]) == ("a,b", "x,y")
+    assert parse_status(body) == status
+
+
+@pytest.mark.parametrize(
+    ("raw", "want"),
+    [
+        ({}, None),
+        ({"podFailureBackoff": {}}, PodFailureBackoff()),
+        ({"podFailureBackoff": {"initialSeconds": 1, "maxSeconds": 60}}, PodFailureBackoff(1, 60)),
+        ({"podFailureBackoff": {"maxSeconds": 60}}, PodFailureBackoff(None, 60)),
+        ({"podFailureBackoff": {"initialSeconds": 0, "maxSeconds": "x"}}, PodFailureBackoff()),
+    ],
+)
+def test_pod_failure_backoff_is_parsed(raw: dict[str, Any], want: PodFailureBackoff | None) -> None:
+    assert parse_spec(raw).pod_failure_backoff == want

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from paralleljob.json_types import JsonDict
+from paralleljob.model import PodInfo
 from paralleljob.pod_failure_policy import (
     ACTION_COUNT,
     ACTION_FAIL_INDEX,
@@ -18,7 +19,12 @@ from paralleljob.pod_failure_policy import (
     PodFailureFacts,
     PodFailurePolicy,
     PodFailurePolicyRule,
+    counts_as_failed,
+    facts_of,
+    fail_job_message,
+    match_pod,
     match_pod_failure_policy,
+    non_ignored_failed_count,
     parse_pod_failure_policy,
     pod_failure_facts,
 )
@@ -406,3 +412,44 @@ def test_regular_containers_are_matched_before_init_containers() -> None:
     assert match_pod_failure_policy(policy, pod).message == (
         "Container main for pod ns/p failed with exit code 2 matching FailJob rule at index 0"
     )
+
+
+# ----------------------------------------------------------------------- job-level decisions
+def _pod_info(name: str, phase: str, facts: PodFailureFacts | None) -> PodInfo:
+    return PodInfo(name, f"uid-{name}", phase, namespace="ns", failure=facts)
+
+
+_EXIT = PodFailurePolicy(
+    rules=(
+        PodFailurePolicyRule(ACTION_IGNORE, OnExitCodes("In", (42,))),
+        PodFailurePolicyRule(ACTION_FAIL_JOB, OnExitCodes("In", (3,))),
+    )
+)
+
+
+def _exited(name: str, code: int, phase: str = "Failed") -> PodInfo:
+    facts = PodFailureFacts("ns", name, container_statuses=(ContainerStatus("main", code),))
+    return _pod_info(name, phase, facts)
+
+
+def test_fail_job_message_is_the_first_failed_pod_s_fail_job_match() -> None:
+    """getFailJobMessage: failed pods only (a policy replaces only failed pods, so a
+    pod being deleted is not failed), in order."""
+    pods = [_exited("run", 3, "Running"), _exited("ign", 42), _exited("a", 3), _exited("b", 3)]
+    assert fail_job_message(_EXIT, pods) == (
+        "Container main for pod ns/a failed with exit code 3 matching FailJob rule at index 1"
+    )
+    assert fail_job_message(None, pods) is None
+    assert fail_job_message(_EXIT, pods[:2]) is None
+
+
+def test_non_ignored_failed_count_and_counts_as_failed() -> None:
+    """nonIgnoredFailedPodsCount and countFailed; a pod parsed without facts matches
+    no rule, so it counts."""
+    pods = [_exited("ign", 42), _exited("x", 7), _pod_info("bare", "Failed", None)]
+    assert non_ignored_failed_count(_EXIT, pods) == 2
+    assert non_ignored_failed_count(None, pods) == 3
+    assert [counts_as_failed(_EXIT, p) for p in pods] == [False, True, True]
+    assert counts_as_failed(None, pods[0])
+    assert match_pod(_EXIT, pods[2]) == (None, True, None)
+    assert facts_of(pods[2]) == PodFailureFacts("ns", "bare")

@@ -86,7 +86,7 @@ def test_cli_tuning_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PJ_SYNC_BATCH_SECONDS", "0")
     config = parse_args([])
     assert config.controller.core.backoff_base_seconds == 0.5
-    assert config.controller.core.backoff_max_seconds == 360
+    assert config.controller.core.backoff_max_seconds == 600
     assert config.controller.sync_batch_seconds == 0
 
 

@@ -19,6 +19,15 @@ from paralleljob.model import (
     PodInfo,
     is_pod_failed,
 )
+from paralleljob.pod_failure_policy import (
+    ACTION_IGNORE,
+    OPERATOR_IN,
+    ContainerStatus,
+    OnExitCodes,
+    PodFailureFacts,
+    PodFailurePolicy,
+    PodFailurePolicyRule,
+)
 from paralleljob.tracking import (
     can_remove_finalizer,
     clean_uncounted_pods_without_finalizers,
@@ -144,6 +153,40 @@ def test_can_remove_finalizer(
     pod: PodInfo, job_deleting: bool, verdict: Condition | None, removable: bool
 ) -> None:
     assert can_remove_finalizer(pod, job_deleting=job_deleting, verdict=verdict) is removable
+
+
+def test_the_last_failed_pod_of_an_index_keeps_its_finalizer_until_replaced() -> None:
+    """canRemoveFinalizer with backoffLimitPerIndex: the pod in
+    podsWithDelayedDeletionPerIndex for its index (same UID) stays, unless the job is
+    deleted or has a verdict; another failed pod of the index goes."""
+    kept = replace(tracked("a", F), completion_index=0)
+    other = replace(tracked("b", F), completion_index=0)
+    delayed = {0: kept}
+    assert not can_remove_finalizer(kept, job_deleting=False, verdict=None, delayed=delayed)
+    assert can_remove_finalizer(other, job_deleting=False, verdict=None, delayed=delayed)
+    assert can_remove_finalizer(kept, job_deleting=True, verdict=None, delayed=delayed)
+    assert can_remove_finalizer(kept, job_deleting=False, verdict=FAILED, delayed=delayed)
+    assert can_remove_finalizer(kept, job_deleting=False, verdict=None, delayed={})
+
+
+def test_a_failure_the_pod_failure_policy_ignores_is_released_not_counted() -> None:
+    """countFailed false: no UID in uncountedTerminatedPods.failed, the finalizer goes,
+    and the pod still starts the back-off (upstream's newFailedPods)."""
+    policy = PodFailurePolicy(
+        rules=(PodFailurePolicyRule(ACTION_IGNORE, OnExitCodes(OPERATOR_IN, (42,))),)
+    )
+    spec = JobSpec(pod_failure_policy=policy, pod_replacement_policy=POD_REPLACEMENT_FAILED)
+    ignored = replace(
+        tracked("i", F),
+        failure=PodFailureFacts("ns", "i", container_statuses=(ContainerStatus("c", 42),)),
+    )
+    pods = [ignored, tracked("f", F)]
+    recorded = record_finished_pods(
+        pods, JobStatus(), frozenset(), None, job_deleting=False, max_uncounted=500, spec=spec
+    )
+    assert recorded.uncounted_failed == ("f",)
+    assert [p.uid for p in recorded.remove_finalizers] == ["i", "f"]
+    assert [p.uid for p in recorded.newly_failed] == ["i", "f"]
 
 
 # ------------------------------------------------------------ trackJobStatusAndRemoveFinalizers
