@@ -75,7 +75,8 @@ def completions_text(spec: JobSpec, succeeded: int) -> str:
 
 
 def status_text(status: JobStatus, deleting: bool) -> str:
-    """printJob's STATUS: Complete, Failed, Terminating, Suspended, FailureTarget, Running."""
+    """printJob's STATUS: Complete, Failed, Terminating, Suspended, FailureTarget,
+    SuccessCriteriaMet, Running."""
     if has_true_condition(status.conditions, c.COND_COMPLETE):
         return "Complete"
     if has_true_condition(status.conditions, c.COND_FAILED):
@@ -86,6 +87,8 @@ def status_text(status: JobStatus, deleting: bool) -> str:
         return "Suspended"
     if has_true_condition(status.conditions, c.COND_FAILURE_TARGET):
         return "FailureTarget"
+    if has_true_condition(status.conditions, c.COND_SUCCESS_CRITERIA_MET):
+        return "SuccessCriteriaMet"
     return "Running"
 
 

@@ -410,20 +410,12 @@ def spec_defaults_patch(spec: Mapping[str, Any]) -> JsonDict | None:
     """The spec fields upstream's API defaulting would have written, or None.
 
     A CRD default cannot express "when both are unset both default to 1", nor
-    "podReplacementPolicy Failed when a podFailurePolicy is set", so the operator writes
-    parallelism (and completions, when both are unset), completionMode (unless the CRD
-    defaults it) and that podReplacementPolicy itself before it acts on a job, and the
-    stored object then reads like a defaulted batch/v1 Job. An unset podReplacementPolicy
-    without a podFailurePolicy is left to the CRD's default (parse_spec reads it as
-    TerminatingOrFailed): writing it would cost every job one more write.
-
-    backoffLimit: with backoffLimitPerIndex, an unset backoffLimit is written as
-    MaxInt32 (SetDefaults_Job), so that the stored job shows that the job-wide limit is
-    off. Without it, an unset backoffLimit is not written (parse_spec reads it as 6, as
-    does a CRD that still defaults it): writing it would cost every plain job one more
-    write. A CRD that defaults backoffLimit to 6 makes it 6 before the operator sees the
-    job, which the operator cannot tell from an explicit 6, and applies, as the Job
-    controller applies an explicit backoffLimit next to backoffLimitPerIndex.
+    "podReplacementPolicy Failed when a podFailurePolicy is set", nor "backoffLimit
+    MaxInt32 when backoffLimitPerIndex is set" (SetDefaults_Job), so the operator writes
+    those itself before it acts on a job (and completionMode, should a CRD not default
+    it). An unset podReplacementPolicy without a podFailurePolicy, and an unset
+    backoffLimit without backoffLimitPerIndex, are not written (parse_spec reads them as
+    TerminatingOrFailed and 6): writing them would cost every plain job one more write.
     """
     patch: JsonDict = {}
     if spec.get("parallelism") is None:

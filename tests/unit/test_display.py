@@ -58,7 +58,13 @@ def _cond(ctype: str, status: str = "True") -> Condition:
         ((_cond(c.COND_FAILURE_TARGET),), False, "FailureTarget"),
         ((_cond(c.COND_SUSPENDED, "False"),), False, "Running"),
         ((_cond(c.COND_COMPLETE, "False"),), False, "Running"),
-        ((_cond(c.COND_SUCCESS_CRITERIA_MET),), False, "Running"),
+        ((_cond(c.COND_SUCCESS_CRITERIA_MET),), False, "SuccessCriteriaMet"),
+        (
+            (_cond(c.COND_FAILURE_TARGET), _cond(c.COND_SUCCESS_CRITERIA_MET)),
+            False,
+            "FailureTarget",
+        ),
+        ((_cond(c.COND_SUCCESS_CRITERIA_MET, "False"),), False, "Running"),
     ],
 )
 def test_status_column_precedence(
