@@ -69,7 +69,7 @@ chaos: prereqs build venv ## The chaos suite alone, full size: components killed
 PJ_USER_KUBECONFIG := $(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))
 export PJ_USER_KUBECONFIG
 
-.PHONY: image image-local deploy deploy-local undeploy demo docker-down
+.PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down
 
 image: ## Build the operator image (also paralleljob-worker's) with docker (FROM python:3.11-slim)
 	@hack/image.sh
@@ -88,6 +88,12 @@ undeploy: ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, 
 
 demo: ## The four seed workloads, operator in-cluster, work queues on Redis (DEMO_CLUSTER=kind for kind)
 	@hack/demo.sh
+
+keda: ## KEDA v2.21.0 for autoscaling: local: built from the Go module proxy; kind: its released manifests
+	@hack/keda.sh up
+
+keda-down: ## Remove KEDA (local, else kind)
+	@hack/keda.sh down
 
 docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)
 	@hack/dockerd.sh stop

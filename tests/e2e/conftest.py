@@ -237,3 +237,7 @@ def pytest_runtest_makereport(
 @pytest.fixture
 def k(namespace: str) -> Kubectl:
     return Kubectl(namespace)
+
+
+# The work-queue fixtures (tests/e2e/workqueue.py), for test_workqueue.py and test_keda.py.
+from .workqueue import queue, worker_image  # noqa: E402, F401

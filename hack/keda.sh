@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# KEDA (make keda, make keda-down), pinned by KEDA_VERSION in versions.env.
+#
+#   hack/keda.sh up [local|kind]    install KEDA and wait until its metrics
+#                                   APIService is Available
+#   hack/keda.sh down [local|kind]  remove it
+#
+# local (the default when .cluster/kubeconfig exists): no registry is
+# reachable, so everything comes from the Go module proxy: the binaries
+# (hack/build.sh keda), two images on an empty root named as KEDA's own
+# (ghcr.io/kedacore/keda and keda-metrics-apiserver, tag without the "v"),
+# kept as tarballs in $CACHE_DIR and imported into the node, and the manifests
+# of the module's config/minimal (KEDA's install without admission webhooks)
+# through hack/keda/kustomization.yaml. kind: KEDA's released manifests for
+# the same version (the -core file: also without webhooks).
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$HACK_DIR/kube-target.sh"
+
+action=${1:-}
+mode=${2:-}
+case $action in up | down) ;; *) die "usage: $0 up|down [local|kind]" ;; esac
+if [ -z "$mode" ]; then
+  if [ -s "$LOCAL_KUBECONFIG" ]; then mode=local; else mode=kind; fi
+fi
+case $mode in local | kind) ;; *) die "usage: $0 up|down [local|kind]" ;; esac
+use_cluster "$mode"
+
+TAG=${KEDA_VERSION#v}
+RELEASE_URL=https://github.com/kedacore/keda/releases/download/$KEDA_VERSION/keda-$TAG-core.yaml
+IMAGES=(keda keda-metrics-apiserver)
+STORE=$CACHE_DIR/images/keda-$KEDA_VERSION
+start=$SECONDS
+
+module_dir() { go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+
+# binary_of IMAGE: the binary hack/build.sh builds for it.
+binary_of() { case $1 in keda) echo keda ;; keda-metrics-apiserver) echo keda-adapter ;; esac; }
+
+# Builds the image tarballs once per version (docker on Debian's engine).
+build_images() {
+  local build=0 image
+  for image in "${IMAGES[@]}"; do [ -s "$STORE/$image.tar" ] || build=1; done
+  [ $build = 1 ] || { log "keda: images cached in $STORE"; return; }
+  "$HACK_DIR/build.sh" keda
+  DOCKER_HOST=$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')
+  [ -n "$DOCKER_HOST" ] || die "no docker engine"
+  export DOCKER_HOST
+  local context
+  context=$(mktemp -d)
+  mkdir -p "$context/rootfs/tmp" "$context/rootfs/etc/ssl/certs" "$STORE"
+  chmod 1777 "$context/rootfs/tmp"
+  cp /etc/ssl/certs/ca-certificates.crt "$context/rootfs/etc/ssl/certs/"
+  cp "$HACK_DIR/keda/Dockerfile" "$context/"
+  for image in "${IMAGES[@]}"; do
+    local binary ref=ghcr.io/kedacore/$image:$TAG
+    binary=$(binary_of "$image")
+    cp "$CACHE_DIR/keda-$KEDA_VERSION/bin/$binary" "$context/"
+    log "keda: building $ref"
+    docker build -q --build-arg BINARY="$binary" -t "$ref" "$context" >/dev/null
+    docker save "$ref" -o "$STORE/$image.tar.tmp"
+    mv "$STORE/$image.tar.tmp" "$STORE/$image.tar"
+    rm -f "$context/$binary"
+  done
+  rm -rf "$context"
+}
+
+# Imports the images the node does not list yet.
+load_images() {
+  local listed image
+  listed=$(kubectl get nodes -o jsonpath='{.items[*].status.images[*].names}')
+  for image in "${IMAGES[@]}"; do
+    [[ $listed == *"ghcr.io/kedacore/$image:$TAG"* ]] || "$HACK_DIR/load-image.sh" "$STORE/$image.tar"
+  done
+}
+
+# KEDA's manifests for the local cluster, on stdout.
+local_manifests() {
+  local work status=0
+  work=$(mktemp -d)
+  cp -r "$(module_dir)/config" "$work/config"
+  chmod -R u+w "$work"
+  sed "s/KEDA_TAG/$TAG/" "$HACK_DIR/keda/kustomization.yaml" >"$work/kustomization.yaml"
+  kubectl kustomize "$work" || status=$?
+  rm -rf "$work"
+  return $status
+}
+
+wait_ready() {
+  kubectl -n keda rollout status deployment/keda-operator --timeout=180s >&2
+  kubectl -n keda rollout status deployment/keda-metrics-apiserver --timeout=180s >&2
+  kubectl wait apiservice/v1beta1.external.metrics.k8s.io --for=condition=Available --timeout=120s >&2
+}
+
+up() {
+  if [ "$mode" = local ]; then
+    build_images
+    load_images
+    local_manifests | kubectl apply --server-side -f - >&2
+  else
+    kubectl apply --server-side -f "$RELEASE_URL" >&2
+  fi
+  wait_ready
+  log "keda $KEDA_VERSION: ready on the $mode cluster in $((SECONDS - start))s"
+}
+
+down() {
+  if [ "$mode" = local ]; then
+    local_manifests | kubectl delete --ignore-not-found --wait=true -f - >&2
+  else
+    kubectl delete --ignore-not-found --wait=true -f "$RELEASE_URL" >&2
+  fi
+  log "keda: removed from the $mode cluster in $((SECONDS - start))s"
+}
+
+"$action"

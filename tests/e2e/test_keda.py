@@ -1,0 +1,203 @@
+"""KEDA scales a ParallelJob through ``/scale`` (issue 11): the work queue of
+``manifests/examples/workqueue-autoscaled`` drained by ``paralleljob-worker`` pods on the real
+node while KEDA's ScaledObject moves ``spec.parallelism`` with the stream's backlog.
+
+KEDA is the pinned one, installed by ``hack/keda.sh up`` (``make keda``: on the local cluster
+built from the Go module proxy; on kind its released manifests) and removed again afterwards
+when this module installed it. Its HPA is kube-controller-manager's (sync every 15 s); the
+external metric goes through the API server's aggregation layer to KEDA's metrics server.
+
+What is checked: parallelism reaches the ScaledObject's maximum and the pods follow; it comes
+down while the backlog drains; every item has exactly one correct result and ran once, none is
+dead-lettered; the job is ``Complete`` and no pod is counted as failed although the scale-down
+stopped workers. A plot of backlog, ``spec.parallelism`` and active pods over time is written
+to ``_output/keda-autoscaling.png`` (``PJ_TEST_OUTPUT`` to change the directory).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import Cluster
+from tests.support.wait import wait_until
+
+from .conftest import Operator
+from .support import Kubectl, kubectl
+from .workqueue import REPO, Queue, finished, show, worker_template
+
+pytestmark = [pytest.mark.realnode]
+
+KEDA = REPO / "hack" / "keda.sh"
+EXAMPLE = REPO / "manifests" / "examples" / "workqueue-autoscaled"
+OUTPUT = Path(os.environ.get("PJ_TEST_OUTPUT", REPO / "_output"))
+METRICS_API = "v1beta1.external.metrics.k8s.io"
+ITEMS = 300
+#: Long enough that the backlog still drains for a while after the HPA's first scale-down.
+ITEM_SECONDS = "1.5"
+SAMPLE_SECONDS = 2.0
+
+
+def _keda_available() -> bool:
+    out = kubectl("get", "apiservice", METRICS_API, "-o", "yaml", check=False)
+    if out.returncode != 0:
+        return False
+    conditions = (yaml.safe_load(out.stdout).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Available" and c["status"] == "True" for c in conditions)
+
+
+@pytest.fixture(scope="module")
+def keda(cluster: Cluster) -> Iterator[None]:
+    """KEDA on the cluster; removed afterwards when this module installed it."""
+    context = kubectl("config", "current-context", check=False).stdout.strip()
+    if cluster.local:
+        mode = "local"
+    elif context.startswith("kind-"):
+        mode = "kind"
+    else:
+        pytest.skip("KEDA is installed on the local cluster or kind only")
+    env = {**os.environ, "PJ_USER_KUBECONFIG": cluster.kubeconfig}
+    there_before = _keda_available()
+    started = time.monotonic()
+    proc = subprocess.run(
+        [str(KEDA), "up", mode], env=env, capture_output=True, text=True, timeout=1800
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"hack/keda.sh up {mode} failed:\n{proc.stderr[-4000:]}", pytrace=False)
+    print(f"\nhack/keda.sh up {mode}: {time.monotonic() - started:.0f}s")
+    try:
+        yield
+    finally:
+        if not there_before:
+            subprocess.run(
+                [str(KEDA), "down", mode], env=env, capture_output=True, timeout=600, check=False
+            )
+
+
+def scaled_object(job: str, namespace: str) -> dict[str, Any]:
+    """The example's ScaledObject for ``job`` with Redis in ``namespace``; scale-down
+    without the example's stabilization window, so that it shows within the test."""
+    [so] = [d for d in yaml.safe_load_all((EXAMPLE / "scaledobject.yaml").read_text()) if d]
+    so["metadata"]["name"] = job
+    so["spec"]["scaleTargetRef"]["name"] = job
+    [trigger] = so["spec"]["triggers"]
+    trigger["metadata"]["address"] = f"redis.{namespace}.svc.cluster.local:6379"
+    behavior = so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    behavior["scaleDown"]["stabilizationWindowSeconds"] = 0
+    return dict(so)
+
+
+@dataclass(frozen=True)
+class Sample:
+    seconds: float
+    backlog: int
+    parallelism: int
+    active: int
+
+
+@dataclass
+class Sampler:
+    """Backlog (the group's lag), spec.parallelism and active pods, every SAMPLE_SECONDS, in
+    a thread, until stopped: what the plot shows and the scale-down check reads."""
+
+    k: Kubectl
+    queue: Queue
+    job: str
+    samples: list[Sample] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def __enter__(self) -> Sampler:
+        self._started = time.monotonic()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(SAMPLE_SECONDS):
+            try:
+                self.samples.append(self._take())
+            except (subprocess.SubprocessError, KeyError, ValueError):
+                continue  # a sample missed; the next one counts
+
+    def _take(self) -> Sample:
+        pj = self.k.pj(self.job)
+        return Sample(
+            seconds=time.monotonic() - self._started,
+            backlog=int(self.queue.group()["lag"]),
+            parallelism=int(pj["spec"]["parallelism"]),
+            active=int((pj.get("status") or {}).get("active", 0)),
+        )
+
+    def latest(self) -> Sample | None:
+        return self.samples[-1] if self.samples else None
+
+
+def plot(samples: list[Sample], maximum: int, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    seconds = [s.seconds for s in samples]
+    fig, backlog_axis = plt.subplots(figsize=(8, 4.5))
+    backlog_axis.plot(seconds, [s.backlog for s in samples], color="tab:gray", label="backlog")
+    backlog_axis.set_xlabel("seconds since the ParallelJob was created")
+    backlog_axis.set_ylabel("items not yet delivered (stream lag)")
+    pods_axis = backlog_axis.twinx()
+    pods_axis.step(seconds, [s.parallelism for s in samples], where="post", label="parallelism")
+    pods_axis.step(seconds, [s.active for s in samples], where="post", label="active pods")
+    pods_axis.set_ylim(0, maximum + 1)
+    pods_axis.set_ylabel("pods")
+    handles = backlog_axis.get_legend_handles_labels()[0] + pods_axis.get_legend_handles_labels()[0]
+    pods_axis.legend(handles=handles, loc="upper right")
+    backlog_axis.set_title(f"KEDA scaling a ParallelJob: {ITEMS} items, lagCount 20, max {maximum}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
+    operator: Operator, k: Kubectl, queue: Queue, keda: None
+) -> None:
+    name = "wq-keda"
+    items = queue.enqueue(1, ITEMS)
+    so = scaled_object(name, k.ns)
+    maximum = int(so["spec"]["maxReplicaCount"])
+    with Sampler(k, queue, name) as sampler:
+        k.create_pj(name, worker_template(queue.image, ITEM_SECONDS=ITEM_SECONDS), parallelism=1)
+        k.run("apply", "-f", "-", input=yaml.safe_dump(so))
+
+        def scaled_up() -> Sample | None:
+            last = sampler.latest()
+            return last if last and last.parallelism == last.active == maximum else None
+
+        # KEDA polls every 5 s, the HPA syncs every 15 s; then the operator and the kubelet.
+        top = wait_until(scaled_up, timeout=120, interval=1, what=f"{maximum} workers")
+        show(k, name, f"scaled up to {maximum} after {top.seconds:.0f}s")
+        outcome = finished(k, name, timeout=400)
+    show(k, name, "done")
+    after_top = [s for s in sampler.samples if s.seconds > top.seconds]
+    assert outcome == "Complete"
+    lowered = [s for s in after_top if s.parallelism < maximum]
+    assert lowered, f"parallelism never came down: {sampler.samples}"
+    print(f"parallelism lowered to {lowered[0].parallelism} at backlog {lowered[0].backlog}")
+    status = k.status(name)
+    assert status.get("failed", 0) == 0, "a pod stopped by a scale-down was counted as failed"
+    queue.assert_done(items, once=True)
+    hpa = k.json("get", "hpa", f"keda-hpa-{name}")
+    assert hpa["spec"]["scaleTargetRef"]["kind"] == "ParallelJob"
+    plot(sampler.samples, maximum, OUTPUT / "keda-autoscaling.png")
