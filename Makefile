@@ -56,9 +56,12 @@ test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integrat
 	$(VENV)/bin/pytest tests
 
 # tests/fuzz is part of `make test` too (40 examples); here alone, as long as asked.
-.PHONY: fuzz
+.PHONY: fuzz test-keda
 fuzz: prereqs build venv ## Fuzz tests only (tests/fuzz); FUZZ_EXAMPLES=N examples, FUZZ_SEED=S
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) $(VENV)/bin/pytest tests/fuzz
+
+test-keda: prereqs build venv ## The KEDA autoscaling e2e test at full size (300 items; make test runs 150)
+	KEDA_ITEMS=300 $(VENV)/bin/pytest -s tests/e2e/test_keda.py
 
 chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run
 	CHAOS_PODS=$(or $(CHAOS_PODS),1000) $(VENV)/bin/pytest -m chaos tests/chaos

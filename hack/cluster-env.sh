@@ -98,11 +98,11 @@ stop() {
     fi
     rm -f "$PID_DIR/$name.pid"
   done
-  deadline=$((SECONDS + 15))
+  deadline=$((SECONDS + ${STOP_GRACE_SECONDS:-15}))
   for i in "${!pids[@]}"; do
     while running "${pids[$i]}" && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.1; done
     if running "${pids[$i]}"; then
-      log "cluster: ${names[$i]} did not stop in 15s, killing it"
+      log "cluster: ${names[$i]} did not stop in ${STOP_GRACE_SECONDS:-15}s, killing it"
       kill -KILL "${pids[$i]}" 2>/dev/null || true
       while running "${pids[$i]}"; do sleep 0.1; done
     fi

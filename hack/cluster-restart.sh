@@ -52,7 +52,9 @@ restart_main() {
   done
   [[ $down =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage
   pid_alive "$name" || die "$name is not running (no live pid in $PID_DIR/$name.pid)"
-  stop "$name"
+  # kube-apiserver lingers after SIGTERM until the 15 s of a full stop run out (it stops
+  # listening at once, then waits on connections); a restart need not wait that long.
+  STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-5} stop "$name"
   # The outage itself: the component stays down this long on purpose.
   sleep "$down"
   start_component "$name"
