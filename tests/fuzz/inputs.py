@@ -551,7 +551,10 @@ def _spec_change(draw: st.DrawFn, key: str, base: Mapping[str, Any], bad: bool) 
             return _Change(base["template"])
         removed = Defect(("spec", key), None, rejected=("spec.template",))
         policy = draw(restart_policy_defects())
-        changed = draw(valid_templates().filter(lambda t: t != base["template"]))
+        # A merge patch keeps what it does not name: it must change the merged template.
+        changed = draw(
+            valid_templates().filter(lambda t: merge_patch(base["template"], t) != base["template"])
+        )
         return draw(
             st.sampled_from(
                 [
