@@ -164,6 +164,12 @@ def phase(pod: dict[str, Any]) -> str:
     return str(pod.get("status", {}).get("phase", "Pending"))
 
 
+def terminated(pod: dict[str, Any]) -> dict[str, Any]:
+    """The state of the pod's (first) container once it has ended, else {}."""
+    statuses = pod.get("status", {}).get("containerStatuses") or [{}]
+    return dict(statuses[0].get("state", {}).get("terminated") or {})
+
+
 def held(pods: list[dict[str, Any]]) -> list[str]:
     """Names of pods still carrying the tracking finalizer."""
     return [

@@ -20,6 +20,7 @@ from .support import (
     kwok_template,
     parse_table,
     phase,
+    terminated,
 )
 
 INDEX_ANNOTATION = "paralleljob.dev/job-completion-index"
@@ -38,11 +39,6 @@ def _finished(k: Kubectl, name: str, timeout: float = 120) -> str:
 def _reason(k: Kubectl, name: str, ctype: str) -> str:
     cond = k.condition(name, ctype) or {}
     return str(cond.get("reason", ""))
-
-
-def _terminated(pod: dict[str, Any]) -> dict[str, Any]:
-    statuses = pod.get("status", {}).get("containerStatuses") or [{}]
-    return dict(statuses[0].get("state", {}).get("terminated") or {})
 
 
 def _with_env(template: dict[str, Any], name: str, annotation: str) -> dict[str, Any]:
@@ -72,7 +68,7 @@ def test_an_indexed_job_runs_one_pod_per_index_each_knowing_its_index(
         index = pod["metadata"]["annotations"][INDEX_ANNOTATION]
         assert pod["metadata"]["labels"][INDEX_ANNOTATION] == index
         assert pod["metadata"]["name"].startswith(f"{name}-{index}-")
-        assert _terminated(pod)["message"].split() == [index, f"{name}-{index}"]
+        assert terminated(pod)["message"].split() == [index, f"{name}-{index}"]
         seen.add(int(index))
     assert seen == set(range(5))
     assert k.row(name).completions == "5/5"
@@ -117,7 +113,7 @@ def test_a_pod_failure_policy_ignores_exit_42_and_fails_the_job_at_once_on_exit_
     assert _finished(k, "ignore-42") == "Complete"
     status = k.status("ignore-42")
     assert (status.get("succeeded"), status.get("failed", 0)) == (2, 0)
-    assert [_terminated(p)["exitCode"] for p in k.pods("ignore-42")].count(42) == 1
+    assert [terminated(p)["exitCode"] for p in k.pods("ignore-42")].count(42) == 1
     assert _finished(k, "fail-on-3") == "Failed"
     assert _reason(k, "fail-on-3", "Failed") == "PodFailurePolicy"
     message = (k.condition("fail-on-3", "Failed") or {}).get("message", "")

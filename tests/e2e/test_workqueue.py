@@ -37,7 +37,7 @@ import pytest
 from tests.support.wait import wait_until
 
 from .conftest import Operator
-from .support import Kubectl, PodWatch, phase
+from .support import Kubectl, PodWatch, phase, terminated
 from .workqueue import Queue, finished, sha256, show, worker_template
 
 pytestmark = [pytest.mark.realnode]
@@ -56,12 +56,6 @@ for pid in filter(str.isdigit, os.listdir("/proc")):
         print(pid, flush=True)
         os.kill(int(pid), signal.SIGKILL)
 """
-
-
-def _terminated(pod: dict[str, Any]) -> dict[str, Any]:
-    """The state of the pod's (one) container once it has ended, else {}."""
-    statuses = pod.get("status", {}).get("containerStatuses") or [{}]
-    return dict(statuses[0].get("state", {}).get("terminated") or {})
 
 
 def _logs(k: Kubectl, pods: list[str]) -> dict[str, str]:
@@ -145,7 +139,7 @@ def test_nothing_lost_when_a_worker_is_deleted_and_another_sigkilled_mid_item(
     except subprocess.TimeoutExpired:
         said = "kubectl exec timed out"
     wait_until(
-        lambda: _terminated(k.json("get", "pod", killed)),
+        lambda: terminated(k.json("get", "pod", killed)),
         timeout=60,
         what=f"{killed}'s container to end (exec: {said})",
     )
@@ -158,7 +152,7 @@ def test_nothing_lost_when_a_worker_is_deleted_and_another_sigkilled_mid_item(
     assert (row.status, row.completions) == ("Complete", f"{status['succeeded']}/1 of 4")
     show(k, name, "complete")
     # Killed by SIGKILL: 128 + 9.
-    assert _terminated(k.json("get", "pod", killed))["exitCode"] == 137
+    assert terminated(k.json("get", "pod", killed))["exitCode"] == 137
 
     runs = queue.assert_done(items, once=False)
     # The two held items were never finished where they were held...
@@ -250,10 +244,10 @@ def test_redis_down_pods_fail_with_one_line_and_backoff_limit_applies(
         r"paralleljob-worker: error: Redis unreachable for 3s: .*\bredis:6379\b.*"
     )
     for pod in pods:
-        terminated = _terminated(pod)
-        assert terminated["exitCode"] == 1, terminated
+        ended = terminated(pod)
+        assert ended["exitCode"] == 1, ended
         # FallbackToLogsOnError (the example's): the log's tail is the pod's message.
-        message = terminated.get("message", "").strip().splitlines() or [""]
-        assert one_line.fullmatch(message[-1]), terminated
+        message = ended.get("message", "").strip().splitlines() or [""]
+        assert one_line.fullmatch(message[-1]), ended
         log = k.run("logs", pod["metadata"]["name"]).stdout.strip().splitlines()
         assert one_line.fullmatch(log[-1]), log
