@@ -103,11 +103,33 @@ up() {
   log "keda $KEDA_VERSION: ready on the $mode cluster in $((SECONDS - start))s"
 }
 
+# KEDA's operator removes the finalizers of ScaledObjects and ScaledJobs: they go first,
+# while it still runs (KEDA's uninstall order). Otherwise they, their namespaces and
+# KEDA's CRDs would wait forever for an operator that is gone. Should it be gone
+# already, their finalizers are dropped instead.
+remove_scaled_resources() {
+  local resource namespace name operator_runs=0
+  kubectl -n keda get deployment keda-operator >/dev/null 2>&1 && operator_runs=1
+  for resource in scaledobjects.keda.sh scaledjobs.keda.sh; do
+    kubectl get crd "$resource" >/dev/null 2>&1 || continue
+    if [ $operator_runs = 1 ]; then
+      kubectl delete "$resource" --all --all-namespaces --wait=true --timeout=120s >&2 && continue
+    fi
+    kubectl get "$resource" --all-namespaces --no-headers \
+      -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name |
+      while read -r namespace name; do
+        kubectl -n "$namespace" patch "$resource" "$name" --type=merge \
+          -p '{"metadata":{"finalizers":null}}' >&2
+      done
+  done
+}
+
 down() {
+  remove_scaled_resources
   if [ "$mode" = local ]; then
-    local_manifests | kubectl delete --ignore-not-found --wait=true -f - >&2
+    local_manifests | kubectl delete --ignore-not-found --wait=true --timeout=300s -f - >&2
   else
-    kubectl delete --ignore-not-found --wait=true -f "$RELEASE_URL" >&2
+    kubectl delete --ignore-not-found --wait=true --timeout=300s -f "$RELEASE_URL" >&2
   fi
   log "keda: removed from the $mode cluster in $((SECONDS - start))s"
 }

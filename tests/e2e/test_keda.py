@@ -80,9 +80,11 @@ def keda(cluster: Cluster) -> Iterator[None]:
         yield
     finally:
         if not there_before:
-            subprocess.run(
-                [str(KEDA), "down", mode], env=env, capture_output=True, timeout=600, check=False
+            down = subprocess.run(
+                [str(KEDA), "down", mode], env=env, capture_output=True, text=True, timeout=600
             )
+            if down.returncode != 0:
+                pytest.fail(f"hack/keda.sh down {mode} failed:\n{down.stderr[-4000:]}")
 
 
 def scaled_object(job: str, namespace: str) -> dict[str, Any]:
