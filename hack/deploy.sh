@@ -95,10 +95,12 @@ until kubectl -n "$ns" rollout status deployment/paralleljob-operator --timeout=
     kubectl -n "$ns" get pods -o wide >&2 || true
     [ -z "$stuck" ] || kubectl -n "$ns" describe pod "$stuck" | sed -n '/^Events:/,$p' | tail -n 8 >&2 || true
     # Why the last run ended, as the kubelet recorded it in the pod's status
-    # (FallbackToLogsOnError): unlike its log, this survives the restart.
+    # (FallbackToLogsOnError): unlike its log, this survives the restart. The
+    # current run's when it has ended too (the kubelet may have missed the log
+    # tail of one run: it reads it as the container exits).
     [ -z "$stuck" ] || kubectl -n "$ns" get pod "$stuck" \
-      -o jsonpath='{range .status.containerStatuses[*]}{.lastState.terminated.message}{end}' 2>/dev/null \
-      | sed 's/^/--- operator exit: /' >&2 || true
+      -o jsonpath='{range .status.containerStatuses[*]}{.state.terminated.message}{"\n"}{.lastState.terminated.message}{end}' 2>/dev/null \
+      | sed -n '/./{s/^/--- operator exit: /p;q}' >&2 || true
     echo "--- operator log:" >&2
     # The run that crashed (--previous) says why; without a restart, the current one.
     kubectl -n "$ns" logs "${stuck:-deployment/paralleljob-operator}" --previous --tail=20 >&2 2>/dev/null \
