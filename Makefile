@@ -52,8 +52,13 @@ lint: prereqs venv ## ruff, mypy and shellcheck
 unit: venv ## Unit tests only (no cluster)
 	$(VENV)/bin/pytest tests/unit
 
-test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests
-	$(VENV)/bin/pytest tests
+# First the tests that keep to their own namespace and operator, TEST_WORKERS at a time
+# (pytest-xdist); then, one at a time, those marked exclusive (tests/conftest.py): they
+# deploy an operator for every namespace, restart components or stop the cluster.
+TEST_WORKERS ?= 3
+test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests (TEST_WORKERS=3)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m 'not exclusive' tests
+	$(VENV)/bin/pytest -m exclusive tests
 
 # tests/fuzz is part of `make test` too (40 examples); here alone, as long as asked.
 .PHONY: fuzz test-keda

@@ -13,6 +13,12 @@ Tests marked ``cluster``, ``realnode``, ``kwok`` or ``localcluster`` get the
 cluster (and ``KUBECONFIG``) without asking for a fixture; tests without
 those markers never start a cluster. A test marked ``destructive`` (it stops
 the local cluster) runs after every other test of the session.
+
+``make test`` runs the tests that keep to their own namespace and operator a few
+at a time (pytest-xdist); those marked ``exclusive`` (every test in EXCLUSIVE_DIRS,
+and destructive ones) change what the others see, so a run with ``-n`` deselects
+them and ``make test`` runs them afterwards, one at a time. Set-up that changes
+the machine (starting the cluster, building an image) holds a ``machine_lock``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.locks import machine_lock
 from tests.support.wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -111,11 +118,39 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "destructive: stops the local cluster; runs after every other test of the session",
     )
+    config.addinivalue_line(
+        "markers",
+        "exclusive: changes what every other test on the cluster sees; never runs beside "
+        "another test (with pytest-xdist, -n: deselected; make test runs these afterwards)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_exclusive(item):
+            item.add_marker(pytest.mark.exclusive)
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        alone = [item for item in items if item.get_closest_marker("exclusive")]
+        config.hook.pytest_deselected(items=alone)
+        items[:] = [item for item in items if not item.get_closest_marker("exclusive")]
     # Stable sort: destructive tests go last, everything else keeps its order.
     items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
+
+
+# The directories whose every test is exclusive: tests/bench and tests/deploy run the
+# operator in-cluster watching every namespace (a second operator for everyone else's
+# jobs) and remove the CRD; tests/chaos restarts and breaks the cluster's components;
+# tests/cluster stops and starts the whole cluster.
+EXCLUSIVE_DIRS = tuple(
+    REPO_ROOT / "tests" / name for name in ("bench", "chaos", "cluster", "deploy")
+)
+
+
+def _is_exclusive(item: pytest.Item) -> bool:
+    path = Path(item.path)
+    return item.get_closest_marker("destructive") is not None or any(
+        path.is_relative_to(directory) for directory in EXCLUSIVE_DIRS
+    )
 
 
 # ---------------------------------------------------------------- fixtures
@@ -131,9 +166,10 @@ def cluster() -> Cluster:
             pytest.fail(f"PJ_TEST_KUBECONFIG={external}: no such file", pytrace=False)
         os.environ["KUBECONFIG"] = str(path)
         return Cluster(kubeconfig=str(path), local=False, was_running=True)
-    was_running = _answers(LOCAL_KUBECONFIG)
-    if not was_running:
-        start_local_cluster()
+    with machine_lock("cluster"):
+        was_running = _answers(LOCAL_KUBECONFIG)
+        if not was_running:
+            start_local_cluster()
     os.environ["KUBECONFIG"] = str(LOCAL_KUBECONFIG)
     return Cluster(kubeconfig=str(LOCAL_KUBECONFIG), local=True, was_running=was_running)
 

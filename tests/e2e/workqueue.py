@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from tests.conftest import Cluster
+from tests.support.locks import machine_lock
 from tests.support.wait import wait_until
 
 from .support import Kubectl, kubectl
@@ -80,19 +81,23 @@ def worker_image(cluster: Cluster) -> Iterator[str]:
             )
         mode = "kind"
         env.update(PJ_USER_KUBECONFIG=cluster.kubeconfig, KIND_CLUSTER_NAME=kind)
-    engine_was_running = mode == "kind" or _dockerd_running()
-    proc = subprocess.run(
-        [str(NODE_IMAGE), mode], env=env, capture_output=True, text=True, timeout=1800
-    )
+    with machine_lock("docker-engine"):  # one build at a time; a second worker finds it done
+        engine_was_running = mode == "kind" or _dockerd_running()
+        proc = subprocess.run(
+            [str(NODE_IMAGE), mode], env=env, capture_output=True, text=True, timeout=1800
+        )
     if proc.returncode != 0:
         pytest.fail(f"hack/node-image.sh {mode} failed:\n{proc.stderr[-4000:]}", pytrace=False)
     image = proc.stdout.strip().splitlines()[-1]
     try:
         yield image
     finally:
-        if not engine_was_running and _dockerd_running():
-            # The engine this session started goes; its data root (the layer cache) stays.
-            subprocess.run([str(DOCKERD), "stop"], capture_output=True, timeout=120, check=False)
+        with machine_lock("docker-engine"):
+            if not engine_was_running and _dockerd_running():
+                # The engine this session started goes; its data root (the layer cache) stays.
+                subprocess.run(
+                    [str(DOCKERD), "stop"], capture_output=True, timeout=120, check=False
+                )
 
 
 def _dockerd_running() -> bool:
