@@ -52,6 +52,7 @@ from .model import (
     PodInfo,
     is_finished,
     parse_job,
+    parse_spec,
     parse_status,
     spec_defaults_patch,
     status_to_dict,
@@ -292,6 +293,8 @@ class Controller:
         if rt is None:
             rt = JobRuntime(body, self.clock.monotonic)
             self.jobs[rt.uid] = rt
+            # addJob: a job's first event (the initial listing too) counts it once per loop.
+            metrics.record_job_added(managed_by_external_controller(body.get("spec") or {}))
             rt.task = asyncio.create_task(
                 self._run_job(rt, pods_of), name=f"job {rt.namespace}/{rt.name}"
             )
@@ -410,7 +413,7 @@ class Controller:
         outcome = PodOutcome()
         result = "error"
         try:
-            outcome, retry_in = await self._apply(rt, rt.body, plan)
+            outcome, retry_in = await self._apply(rt, rt.body, plan, _creation_reason(ctx))
             removed, done = await self._track_and_count(rt, ctx, plan, outcome)
             refresh_in = await self._write_final_status(rt, done)
             result = "success"
@@ -559,6 +562,7 @@ class Controller:
         removed: list[str] = []
         if tracked.remove_finalizers and self._status_wait(rt, tracked.status) <= 0:
             await self._write_status(rt, tracked.status)
+            metrics.record_pod_failure_policy_actions(tracked.policy_actions)
             removed = await self._remove_finalizers(rt, tracked.remove_finalizers)
         return removed, count_and_enact(ctx, tracked, removed, plan)
 
@@ -652,11 +656,16 @@ class Controller:
         self._release_slots(rt, self.progress_slots)
         spec = rt.body.get("spec") or {}
         _record_finished(_completion_mode(spec.get("completionMode")), current, status)
+        metrics.record_finished_indexes(parse_spec(spec), current, status)
         return True
 
     # -- pods ------------------------------------------------------------------------
     async def _apply(
-        self, rt: JobRuntime, body: Mapping[str, Any], plan: PodPlan
+        self,
+        rt: JobRuntime,
+        body: Mapping[str, Any],
+        plan: PodPlan,
+        creation_reason: str = metrics.CREATE_NEW,
     ) -> tuple[PodOutcome, float | None]:
         if plan.delete:
             results = await asyncio.gather(
@@ -670,7 +679,7 @@ class Controller:
         wait = rt.create_retry_at - self.clock.monotonic()
         if wait > 0:
             return PodOutcome(), wait
-        created, error = await self._create_pods(rt, body, plan)
+        created, error = await self._create_pods(rt, body, plan, creation_reason)
         if error is None:
             rt.create_failures = 0
             return PodOutcome(created=created), None
@@ -684,7 +693,11 @@ class Controller:
         return PodOutcome(created=created, create_error=error), retry
 
     async def _create_pods(
-        self, rt: JobRuntime, body: Mapping[str, Any], plan: PodPlan
+        self,
+        rt: JobRuntime,
+        body: Mapping[str, Any],
+        plan: PodPlan,
+        reason: str = metrics.CREATE_NEW,
     ) -> tuple[int, str | None]:
         """Slow start, as upstream: batches of 1, 2, 4, ...; stop at the first error.
         An Indexed job's pods are created for ``plan.create_indexes`` in order.
@@ -703,7 +716,9 @@ class Controller:
             results = await asyncio.gather(*(self._create_pod(rt, pod) for pod in batch_pods))
             created += sum(1 for r in results if r is None)
             errors = [r for r in results if r is not None]
-            _record_creations(size - len(errors), len(errors))
+            # As upstream, a creation refused for a terminating namespace counts neither way.
+            refused = sum(1 for e in errors if not e.has_cause(NAMESPACE_TERMINATING))
+            metrics.record_pods_creation(reason, size - len(errors), refused)
             if errors:
                 rt.slow_start_batch = 1
                 if all(e.has_cause(NAMESPACE_TERMINATING) for e in errors):
@@ -826,12 +841,11 @@ def _completion_mode(completion_mode: object) -> str:
     return NON_INDEXED_COMPLETION
 
 
-def _record_creations(succeeded: int, failed: int) -> None:
-    """recordJobPodsCreationTotal (reason "new": no pod replacement policy yet)."""
-    if succeeded:
-        metrics.JOB_PODS_CREATION.labels("new", metrics.SUCCEEDED).inc(succeeded)
-    if failed:
-        metrics.JOB_PODS_CREATION.labels("new", metrics.FAILED).inc(failed)
+def _creation_reason(ctx: SyncContext) -> str:
+    """recordJobPodsCreationTotal's reason for this sync's creations (a sync that creates
+    deletes nothing, so the terminating pods are those the sync started with)."""
+    spec = ctx.job.spec
+    return metrics.pod_creation_reason(spec.pod_replacement_policy, ctx.failed, ctx.terminating)
 
 
 def _only_duration_differs(current: JobStatus, wanted: JobStatus) -> bool:

@@ -200,6 +200,10 @@ class Tracked:
     terminal_condition: Condition | None
     reached_max_uncounted: bool
     events: tuple[Event, ...] = ()
+    #: (action, pods) of the failures recorded that matched a pod failure policy rule
+    #: (tracking.RecordedPods.policy_actions): counted in the metrics once status write
+    #: 1 is done, as upstream's flushUncountedAndRemoveFinalizers does.
+    policy_actions: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -769,6 +773,7 @@ def _track_job_status(
         terminal_condition=terminal,
         reached_max_uncounted=recorded.reached_max_uncounted,
         events=events,
+        policy_actions=recorded.policy_actions,
     )
 
 

@@ -12,17 +12,17 @@ client library's process metrics (``process_resident_memory_bytes``,
 from __future__ import annotations
 
 import re
-from collections.abc import Sized
+from collections.abc import Iterable, Sized
 from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-PREFIX = "paralleljob_controller"
+from .indexed import intervals_total, parse_indexes_from_string
+from .model import POD_REPLACEMENT_FAILED, JobSpec, JobStatus
 
-#: The only completion mode the operator has so far (the metrics' label value).
-NON_INDEXED = "NonIndexed"
+PREFIX = "paralleljob_controller"
 
 # getCompletionMode / JobSyncAction* / Succeeded, Failed / Add, Delete upstream.
 ACTION_RECONCILING = "reconciling"
@@ -31,6 +31,13 @@ ACTION_PODS_CREATED = "pods_created"
 ACTION_PODS_DELETED = "pods_deleted"
 SUCCEEDED = "succeeded"
 FAILED = "failed"
+# PodCreateNew, PodRecreateTerminatingOrFailed, PodRecreateFailed upstream.
+CREATE_NEW = "new"
+RECREATE_TERMINATING_OR_FAILED = "recreate_terminating_or_failed"
+RECREATE_FAILED = "recreate_failed"
+# backoffLimitMetricsLabel's values.
+BACKOFF_LIMIT_PER_INDEX = "perIndex"
+BACKOFF_LIMIT_GLOBAL = "global"
 
 JOB_SYNC_DURATION = Histogram(
     f"{PREFIX}_job_sync_duration_seconds",
@@ -59,9 +66,28 @@ TRACKING_FINALIZER = Counter(
 )
 JOB_PODS_CREATION = Counter(
     f"{PREFIX}_job_pods_creation",
-    'The number of Pods created by the operator, by reason ("new") and status '
-    '("succeeded", "failed")',
+    "The number of Pods created by the operator, by reason for the creation "
+    '("new", "recreate_terminating_or_failed", "recreate_failed": the job had failed or '
+    'terminating pods, by its podReplacementPolicy) and status ("succeeded", "failed")',
     ["reason", "status"],
+)
+POD_FAILURES_HANDLED_BY_FAILURE_POLICY = Counter(
+    f"{PREFIX}_pod_failures_handled_by_failure_policy",
+    "The number of failed Pods handled by the pod failure policy, by the action of the "
+    'rule they matched ("FailJob", "FailIndex", "Ignore", "Count")',
+    ["action"],
+)
+JOB_FINISHED_INDEXES = Counter(
+    f"{PREFIX}_job_finished_indexes",
+    'The number of finished indexes of Indexed jobs, by status ("succeeded", "failed") '
+    'and backoffLimit ("perIndex", "global")',
+    ["status", "backoffLimit"],
+)
+JOBS_BY_EXTERNAL_CONTROLLER = Counter(
+    f"{PREFIX}_jobs_by_external_controller",
+    "The number of jobs managed by an external controller (spec.managedBy), by "
+    "controller_name: the value of spec.managedBy",
+    ["controller_name"],
 )
 API_REQUESTS = Counter(
     f"{PREFIX}_api_requests",
@@ -112,6 +138,92 @@ def sync_action(created: int, deleted: int, managed: bool) -> str:
     if deleted > 0:
         return ACTION_PODS_DELETED
     return ACTION_TRACKING if managed else ACTION_RECONCILING
+
+
+def pod_creation_reason(pod_replacement_policy: str, failed: int, terminating: int) -> str:
+    """recordJobPodsCreationTotal's ``reason`` label (the JobPodReplacementPolicy gate is
+    GA and locked on in v1.34): ``recreate_failed`` when only failed pods are replaced
+    and the job has failed pods, ``recreate_terminating_or_failed`` when it has failed or
+    terminating pods, else ``new``. ``failed`` is syncJob's jobCtx.failed (counted,
+    uncounted and new failures, those a pod failure policy ignores left out) and
+    ``terminating`` jobCtx.terminating; ``pod_replacement_policy`` is as defaulted
+    (Failed when a pod failure policy is set)."""
+    if pod_replacement_policy == POD_REPLACEMENT_FAILED and failed > 0:
+        return RECREATE_FAILED
+    if failed > 0 or terminating > 0:
+        return RECREATE_TERMINATING_OR_FAILED
+    return CREATE_NEW
+
+
+def record_pods_creation(reason: str, succeeded: int, failed: int) -> None:
+    """recordJobPodsCreationTotal: one batch of creations."""
+    if succeeded > 0:
+        JOB_PODS_CREATION.labels(reason, SUCCEEDED).inc(succeeded)
+    if failed > 0:
+        JOB_PODS_CREATION.labels(reason, FAILED).inc(failed)
+
+
+def record_pod_failure_policy_actions(counts: Iterable[tuple[str, int]]) -> None:
+    """recordJobPodFailurePolicyActions: (action, pods) as the pod loop of
+    trackJobStatusAndRemoveFinalizers counted them (tracking.RecordedPods)."""
+    for action, count in counts:
+        POD_FAILURES_HANDLED_BY_FAILURE_POLICY.labels(action).inc(count)
+
+
+def backoff_limit_label(spec: JobSpec) -> str:
+    """backoffLimitMetricsLabel (hasBackoffLimitPerIndex: spec.backoffLimitPerIndex set)."""
+    if spec.backoff_limit_per_index is not None:
+        return BACKOFF_LIMIT_PER_INDEX
+    return BACKOFF_LIMIT_GLOBAL
+
+
+def _indexes_count(indexes: str | None, completions: int) -> int:
+    """indexesCount: the indexes below ``completions`` (0 for an unset failedIndexes)."""
+    if indexes is None:
+        return 0
+    return intervals_total(parse_indexes_from_string(indexes, completions))
+
+
+def finished_indexes(
+    spec: JobSpec, before: JobStatus, after: JobStatus
+) -> tuple[tuple[str, str, int], ...]:
+    """The job_finished_indexes_total part of recordJobPodFinished for a status write from
+    ``before`` to ``after``: (status, backoffLimit, amount) to add. Only Indexed jobs; the
+    indexes are counted within the current completions (an index out of range after a
+    scale-down is not counted). The succeeded series is always there (with 0 when no index
+    succeeded), as upstream adds its diff unconditionally; the failed one only with
+    backoffLimitPerIndex and when failedIndexes grew. Amounts never go negative (a Counter
+    cannot decrease; upstream never has fewer indexes after a write either)."""
+    if not spec.indexed or spec.completions is None:
+        return ()
+    completions = spec.completions
+    label = backoff_limit_label(spec)
+    succeeded = 0
+    if after.completed_indexes != before.completed_indexes:
+        succeeded = _indexes_count(after.completed_indexes, completions) - _indexes_count(
+            before.completed_indexes, completions
+        )
+    out = [(SUCCEEDED, label, max(succeeded, 0))]
+    if spec.backoff_limit_per_index is not None and after.failed_indexes != before.failed_indexes:
+        failed = _indexes_count(after.failed_indexes, completions) - _indexes_count(
+            before.failed_indexes, completions
+        )
+        if failed > 0:
+            out.append((FAILED, label, failed))
+    return tuple(out)
+
+
+def record_finished_indexes(spec: JobSpec, before: JobStatus, after: JobStatus) -> None:
+    """job_finished_indexes_total for a status write (see :func:`finished_indexes`)."""
+    for status, label, amount in finished_indexes(spec, before, after):
+        JOB_FINISHED_INDEXES.labels(status, label).inc(amount)
+
+
+def record_job_added(external_controller: str | None) -> None:
+    """addJob's jobs_by_external_controller_total: a job first seen whose spec.managedBy
+    names another controller (managed_by.managed_by_external_controller)."""
+    if external_controller is not None:
+        JOBS_BY_EXTERNAL_CONTROLLER.labels(external_controller).inc()
 
 
 class FinishedWithFinalizer:

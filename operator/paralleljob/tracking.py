@@ -21,13 +21,14 @@ index still to be retried keeps its finalizer until its replacement exists
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from . import constants as c
 from .indexed import OrderedIntervals, by_completion_index, intervals_has
 from .model import Condition, JobSpec, JobStatus, PodInfo, is_pod_failed
-from .pod_failure_policy import counts_as_failed
+from .pod_failure_policy import match_pod
 
 #: A NonIndexed job that replaces terminating pods: what the functions assume unless told.
 _PLAIN = JobSpec()
@@ -139,6 +140,11 @@ class RecordedPods:
     newly_failed: tuple[PodInfo, ...]
     #: MaxUncountedPods was reached: the rest waits for the next sync.
     reached_max_uncounted: bool
+    #: podFailureCountByPolicyAction: (action, pods) for the failed pods recorded whose
+    #: failure matched a rule of the pod failure policy, by action, in action order
+    #: (pod_failures_handled_by_failure_policy_total; counted here, where the match is
+    #: made, so that the rules are matched once).
+    policy_actions: tuple[tuple[str, int], ...] = ()
 
 
 def record_finished_pods(
@@ -177,6 +183,7 @@ def record_finished_pods(
     newly_s: list[PodInfo] = []
     newly_f: list[PodInfo] = []
     reached_max = False
+    actions: Counter[str] = Counter()
     for pod in pods:
         if not tracked_by_finalizer(pod, expected_removed):
             continue  # processed by an earlier sync
@@ -202,7 +209,10 @@ def record_finished_pods(
                 known_s.add(pod.uid)
                 newly_s.append(pod)
         elif (failed or fail_remaining) and pod.uid not in known_f and has_valid_index(pod, spec):
-            if counts_as_failed(spec.pod_failure_policy, pod):
+            match = match_pod(spec.pod_failure_policy, pod)  # no policy: no action
+            if match.action is not None:
+                actions[match.action] += 1
+            if match.count_failed:
                 uncounted_f.append(pod.uid)
                 known_f.add(pod.uid)
             if failed:
@@ -218,4 +228,5 @@ def record_finished_pods(
         newly_succeeded=tuple(newly_s),
         newly_failed=tuple(newly_f),
         reached_max_uncounted=reached_max,
+        policy_actions=tuple(sorted(actions.items())),
     )
