@@ -78,8 +78,9 @@ build_kubernetes() { build_kube_commands kubernetes "${KUBE_COMMANDS[@]}"; }
 
 # Builds a main package of a module that has no usable replace directives of
 # its own by requiring it from a throwaway wrapper module.
+# build_wrapped NAME VERSION MODULE PACKAGE BINARY [EXTRA_LDFLAGS]
 build_wrapped() {
-  local name=$1 version=$2 module=$3 pkg=$4 binary=$5
+  local name=$1 version=$2 module=$3 pkg=$4 binary=$5 ldflags="-s -w ${6:-}"
   local out=$CACHE_DIR/$name-$version
   [ -x "$out/bin/$binary" ] && { log "$name $version: cached in $out"; return; }
   local work=$CACHE_DIR/src/$name-$version start=$SECONDS
@@ -92,7 +93,7 @@ build_wrapped() {
     go mod tidy -e >/dev/null 2>&1 || true
     go get "$pkg@$version" >/dev/null
     log "$name $version: building $binary"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/bin/$binary.tmp" "$pkg"
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/bin/$binary.tmp" "$pkg"
     mv "$out/bin/$binary.tmp" "$out/bin/$binary"
   )
   log "$name $version: built in $((SECONDS - start))s"
@@ -170,7 +171,8 @@ build_keda() {
 build_kind() {
   build_wrapped kind "$KIND_VERSION" sigs.k8s.io/kind sigs.k8s.io/kind kind
   build_kube_commands kubeadm kubeadm
-  build_wrapped cri-tools "$CRI_TOOLS_VERSION" sigs.k8s.io/cri-tools sigs.k8s.io/cri-tools/cmd/crictl crictl
+  build_wrapped cri-tools "$CRI_TOOLS_VERSION" sigs.k8s.io/cri-tools sigs.k8s.io/cri-tools/cmd/crictl crictl \
+    "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION"
   build_wrapped etcd "$KIND_ETCD_VERSION" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 etcd
   build_wrapped coredns "$KIND_COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns coredns
   build_wrapped local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" github.com/rancher/local-path-provisioner \

@@ -7,8 +7,9 @@
 #   hack/kind.sh up        image, then `kind create cluster` (skipped when the
 #                          cluster exists); prints its kubeconfig path
 #   hack/kind.sh down      `kind delete cluster`
-#   hack/kind.sh dockerd-stop   stop the docker engine this script started
-#   hack/kind.sh env       print the exports that point docker and kind at it
+#   hack/kind.sh off       down, then stop the docker engine this script started
+#   hack/kind.sh env       print the exports that point docker, kind and
+#                          kubectl at it and at the cluster
 #
 # One function per piece, each cached under $CACHE_DIR keyed by its inputs:
 #   kind_dockerd  a dockerd for kind only ($CACHE_DIR/dockerd-kind/): its own
@@ -238,6 +239,10 @@ base_image() {
     "STOPSIGNAL SIGRTMIN+3" 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \
     | DOCKER_BUILDKIT=0 docker_ build -q -t "$image" - >/dev/null
   docker_ rmi "$image.rootfs" >/dev/null
+  # Base images of earlier inputs are no use any more (a node image built on
+  # one keeps its layers).
+  docker_ images --format '{{.Repository}}:{{.Tag}}' paralleljob-kind-base | grep -vx "$image" \
+    | xargs -r "$DOCKER_CLI" -H "$KIND_DOCKER_HOST" rmi >/dev/null 2>&1 || true
   log "kind base: $image built in $((SECONDS - start))s"
   echo "$image"
 }
@@ -351,12 +356,12 @@ case ${1:-} in
   image) node_image ;;
   up) up ;;
   down) down ;;
-  dockerd-stop) dockerd_stop ;;
+  off) down; dockerd_stop ;;
   env)
     kind_dockerd
     echo "export DOCKER_HOST=$KIND_DOCKER_HOST"
     echo "export PATH=$KIND_TOOLS:$KUBE_BIN:\$PATH"
-    echo "export KIND_CLUSTER_NAME=$KIND_CLUSTER_NAME" ;;
-  base) kind_dockerd; base_image ;;
-  *) die "usage: $0 image|up|down|env|dockerd-stop" ;;
+    echo "export KIND_CLUSTER_NAME=$KIND_CLUSTER_NAME"
+    echo "export KUBECONFIG=$KIND_KUBECONFIG" ;;
+  *) die "usage: $0 image|up|down|off|env" ;;
 esac
