@@ -34,6 +34,7 @@ import re
 import sys
 import tarfile
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 HACK = Path(__file__).resolve().parent.parent
@@ -62,14 +63,18 @@ def base_layer() -> bi.Layer:
     return layer
 
 
-def image(ref: str, layer: bi.Layer, config: dict[str, object], comment: str) -> dict[str, object]:
-    return {"ref": ref, "layer": layer, "config": config, "comment": comment}
+@dataclass
+class Image:
+    ref: str
+    layer: bi.Layer
+    config: dict[str, object]
+    comment: str
 
 
-def go_binary_image(ref: str, binary: Path, dest: str, comment: str, **config: object) -> dict[str, object]:
+def go_binary_image(ref: str, binary: Path, dest: str, comment: str, **config: object) -> Image:
     layer = base_layer()
     layer.add_file(dest, binary.read_bytes(), 0o755)
-    return image(ref, layer, {"Env": [PATH_ENV], **config}, comment)
+    return Image(ref, layer, {"Env": [PATH_ENV], **config}, comment)
 
 
 # kube-proxy (iptables mode, kind's default) needs iptables. Upstream's image
@@ -81,8 +86,12 @@ IPTABLES_WRAPPER = """#!/bin/sh
 # kubernetes-sigs/iptables-wrappers and kind's entrypoint do), points the
 # iptables commands at it, then runs the command it was called as.
 set -e
-legacy=$( (xtables-legacy-multi iptables-save; xtables-legacy-multi ip6tables-save) 2>/dev/null | grep -c '^-' || true)
-nft=$( (xtables-nft-multi iptables-save; xtables-nft-multi ip6tables-save) 2>/dev/null | grep -c '^-' || true)
+rules() {
+  { "xtables-$1-multi" iptables-save; "xtables-$1-multi" ip6tables-save; } 2>/dev/null \\
+    | grep -c '^-' || true
+}
+legacy=$(rules legacy)
+nft=$(rules nft)
 mode=nft
 [ "$legacy" -gt "$nft" ] && mode=legacy
 for cmd in iptables iptables-save iptables-restore ip6tables ip6tables-save ip6tables-restore; do
@@ -92,25 +101,28 @@ exec "/usr/sbin/$(basename "$0")" "$@"
 """
 
 
-def kube_proxy_image(ref: str, binary: Path) -> dict[str, object]:
+IPTABLES_COMMANDS = [f"{ip}tables{op}" for ip in ("ip", "ip6") for op in ("", "-save", "-restore")]
+
+
+def kube_proxy_image(ref: str, binary: Path) -> Image:
     layer = base_layer()
     bi.add_busybox(layer)  # sh and grep for the wrapper
     layer.add_file("/usr/local/bin/kube-proxy", binary.read_bytes(), 0o755)
-    for tool in ("/usr/sbin/xtables-legacy-multi", "/usr/sbin/xtables-nft-multi", "/usr/sbin/conntrack"):
-        layer.add_binary_with_libs(tool)
+    for tool in ("xtables-legacy-multi", "xtables-nft-multi", "conntrack"):
+        layer.add_binary_with_libs(f"/usr/sbin/{tool}")
     xtables = Path("/usr/lib/x86_64-linux-gnu/xtables")
     for ext in sorted(xtables.glob("*.so")):
         layer.add_binary_with_libs(str(ext))
     layer.add_file("/usr/sbin/iptables-wrapper", IPTABLES_WRAPPER.encode(), 0o755)
-    for cmd in ("iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"):
+    for cmd in IPTABLES_COMMANDS:
         layer.add_symlink(f"/usr/sbin/{cmd}", "iptables-wrapper")
     layer.add_dir("/run")
     layer.add_dir("/var/lib")
     comment = f"kube-proxy of k8s.io/kubernetes, Debian iptables {bi.deb_version('iptables')}"
-    return image(ref, layer, {"Env": [PATH_ENV]}, comment)
+    return Image(ref, layer, {"Env": [PATH_ENV]}, comment)
 
 
-def helper_image() -> dict[str, object]:
+def helper_image() -> Image:
     """kind's local-path-helper: bash as sh, rm and mkdir, with their libraries
     (images/local-path-helper/Dockerfile stages exactly those)."""
     layer = bi.Layer()
@@ -120,7 +132,7 @@ def helper_image() -> dict[str, object]:
     layer.add_symlink("/usr/bin/sh", "bash")
     layer.add_symlink("/bin", "usr/bin")
     comment = f"Debian bash {bi.deb_version('bash')}, coreutils {bi.deb_version('coreutils')}"
-    return image(HELPER_IMAGE, layer, {"Env": [PATH_ENV]}, comment)
+    return Image(HELPER_IMAGE, layer, {"Env": [PATH_ENV]}, comment)
 
 
 KINDNETD_UNAVAILABLE = """#!/bin/sh
@@ -131,7 +143,7 @@ exit 1
 """
 
 
-def kindnetd_unavailable() -> dict[str, object]:
+def kindnetd_unavailable() -> Image:
     """kind's node image build requires an image under kindnetd's name (it pulls
     it otherwise, and fails). Its source cannot be had here, so this image only
     says so and exits 1; hack/kind.sh disables kind's default CNI."""
@@ -139,41 +151,40 @@ def kindnetd_unavailable() -> dict[str, object]:
     bi.etc_files(layer, [("root", 0)])
     bi.add_busybox(layer, with_applet_links=False)
     layer.add_file("/bin/kindnetd", KINDNETD_UNAVAILABLE.encode(), 0o755)
-    config = {
+    config: dict[str, object] = {
         "Entrypoint": ["/bin/kindnetd"],
         "Env": [PATH_ENV],
         "Labels": {"org.opencontainers.image.description": "NOT kindnetd: placeholder, exits 1"},
     }
-    return image(KINDNETD_IMAGE, layer, config, "placeholder: kindnetd's source is not reachable here")
+    comment = "placeholder: kindnetd's source is not reachable here"
+    return Image(KINDNETD_IMAGE, layer, config, comment)
 
 
-def write_archive(out: io.BufferedWriter, images: list[dict[str, object]]) -> None:
+def write_archive(out: io.BytesIO, images: list[Image]) -> None:
     """A docker archive of several images; `repositories` first, which kind
     reads to know them all (manifest.json alone gives it the first image's)."""
     manifest = []
     repositories: dict[str, dict[str, str]] = {}
     members: list[tuple[str, bytes]] = []
     for img in images:
-        layer: bi.Layer = img["layer"]  # type: ignore[assignment]
-        layer_tar = layer.tar_bytes()
+        layer_tar = img.layer.tar_bytes()
         diff_id = "sha256:" + hashlib.sha256(layer_tar).hexdigest()
         config_bytes = json.dumps(
             {
                 "architecture": "amd64",
                 "os": "linux",
                 "created": "1970-01-01T00:00:00Z",
-                "config": img["config"],
+                "config": img.config,
                 "rootfs": {"type": "layers", "diff_ids": [diff_id]},
-                "history": [{"created": "1970-01-01T00:00:00Z", "created_by": img["comment"]}],
+                "history": [{"created": "1970-01-01T00:00:00Z", "created_by": img.comment}],
             },
             sort_keys=True,
             separators=(",", ":"),
         ).encode()
         config_name = hashlib.sha256(config_bytes).hexdigest() + ".json"
         layer_name = diff_id.removeprefix("sha256:") + "/layer.tar"
-        ref = str(img["ref"])
-        repo, tag = ref.rsplit(":", 1)
-        manifest.append({"Config": config_name, "RepoTags": [ref], "Layers": [layer_name]})
+        repo, tag = img.ref.rsplit(":", 1)
+        manifest.append({"Config": config_name, "RepoTags": [img.ref], "Layers": [layer_name]})
         repositories.setdefault(repo, {})[tag] = diff_id.removeprefix("sha256:")
         members += [(config_name, config_bytes), (layer_name, layer_tar)]
     members.insert(0, ("repositories", json.dumps(repositories).encode()))
@@ -184,6 +195,20 @@ def write_archive(out: io.BufferedWriter, images: list[dict[str, object]]) -> No
             info.size = len(data)
             info.mode = 0o644
             tar.addfile(info, io.BytesIO(data))
+
+
+def pause_binary(archive: Path) -> bytes:
+    """/pause out of build_image.py's cached pause archive."""
+    with tarfile.open(archive) as outer:
+        manifest = outer.extractfile("manifest.json")
+        assert manifest is not None
+        layer_name = json.loads(manifest.read())[0]["Layers"][0]
+        layer = outer.extractfile(layer_name)
+        assert layer is not None
+        with tarfile.open(fileobj=layer) as inner:
+            pause = inner.extractfile("pause")
+            assert pause is not None
+            return pause.read()
 
 
 def add_bytes(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
@@ -206,20 +231,17 @@ def main() -> None:
     etcd_tag = v["KIND_ETCD_VERSION"].removeprefix("v") + "-0"
     reg = "registry.k8s.io"
 
-    archives: dict[str, list[dict[str, object]]] = {}
+    archives: dict[str, list[Image]] = {}
     for name in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        comment = f"{name} of k8s.io/kubernetes {kube}"
         archives[name] = [
-            go_binary_image(
-                f"{reg}/{name}:{kube}", kbin / name, f"/usr/local/bin/{name}", f"{name} of k8s.io/kubernetes {kube}"
-            )
+            go_binary_image(f"{reg}/{name}:{kube}", kbin / name, f"/usr/local/bin/{name}", comment)
         ]
     archives["kube-proxy"] = [kube_proxy_image(f"{reg}/kube-proxy:{kube}", kbin / "kube-proxy")]
     pause_ref, pause_tar = bi.build_pause(cache / "images")
-    with tarfile.open(pause_tar) as t:  # reuse the cached pause archive's layer
-        manifest = json.loads(t.extractfile("manifest.json").read())[0]  # type: ignore[union-attr]
-        pause_layer = bi.Layer()
-        with tarfile.open(fileobj=t.extractfile(manifest["Layers"][0])) as lt:  # type: ignore[arg-type]
-            pause_layer.add_file("/pause", lt.extractfile("pause").read(), 0o755)  # type: ignore[union-attr]
+    pause_layer = bi.Layer()
+    pause_layer.add_file("/pause", pause_binary(pause_tar), 0o755)
+    lpp = v["LOCAL_PATH_PROVISIONER_VERSION"]
     archives["kube-apiserver"] += [
         go_binary_image(
             f"{reg}/etcd:{etcd_tag}",
@@ -235,12 +257,17 @@ def main() -> None:
             Entrypoint=["/coredns"],
             ExposedPorts={"53/tcp": {}, "53/udp": {}},
         ),
-        image(pause_ref, pause_layer, {"Entrypoint": ["/pause"], "User": "65535:65535"}, "pause.c of k8s.io/kubernetes"),
+        Image(
+            pause_ref,
+            pause_layer,
+            {"Entrypoint": ["/pause"], "User": "65535:65535"},
+            "pause.c of k8s.io/kubernetes",
+        ),
         go_binary_image(
             PROVISIONER_IMAGE,
-            cache / f"local-path-provisioner-{v['LOCAL_PATH_PROVISIONER_VERSION']}" / "bin" / "local-path-provisioner",
+            cache / f"local-path-provisioner-{lpp}" / "bin" / "local-path-provisioner",
             "/usr/local/bin/local-path-provisioner",
-            f"github.com/rancher/local-path-provisioner {v['LOCAL_PATH_PROVISIONER_VERSION']}",
+            f"github.com/rancher/local-path-provisioner {lpp}",
             Entrypoint=["/usr/local/bin/local-path-provisioner"],
         ),
         helper_image(),
@@ -248,16 +275,19 @@ def main() -> None:
     ]
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=args.out.parent, delete=False) as tmp:
-        with gzip.GzipFile(fileobj=tmp, mode="wb", compresslevel=1, mtime=0) as gz:
-            with tarfile.open(fileobj=gz, mode="w") as tar:
-                add_bytes(tar, "kubernetes/version", (kube + "\n").encode())
-                for binary in (kubeadm, kbin / "kubelet", kbin / "kubectl"):
-                    add_bytes(tar, f"kubernetes/server/bin/{binary.name}", binary.read_bytes(), 0o755)
-                for name, images in archives.items():
-                    buf = io.BytesIO()
-                    write_archive(buf, images)  # type: ignore[arg-type]
-                    add_bytes(tar, f"kubernetes/server/bin/{name}.tar", buf.getvalue())
+    bindir = "kubernetes/server/bin"
+    with (
+        tempfile.NamedTemporaryFile(dir=args.out.parent, delete=False) as tmp,
+        gzip.GzipFile(fileobj=tmp, mode="wb", compresslevel=1, mtime=0) as gz,
+        tarfile.open(fileobj=gz, mode="w") as tar,
+    ):
+        add_bytes(tar, "kubernetes/version", (kube + "\n").encode())
+        for binary in (kubeadm, kbin / "kubelet", kbin / "kubectl"):
+            add_bytes(tar, f"{bindir}/{binary.name}", binary.read_bytes(), 0o755)
+        for name, images in archives.items():
+            buf = io.BytesIO()
+            write_archive(buf, images)
+            add_bytes(tar, f"{bindir}/{name}.tar", buf.getvalue())
     os.replace(tmp.name, args.out)
     print(args.out)
 
