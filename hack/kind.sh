@@ -153,6 +153,7 @@ debootstrap_tarball() {
     tar --numeric-owner --xattrs -C "$work/rootfs" -cf "$out.tmp" .
     mv "$out.tmp" "$out"
     cleanup_rootfs "$work"
+    find "$CACHE_DIR/kind-base" -maxdepth 1 -name "debootstrap-$SUITE-*.tar" ! -name "$(basename "$out")" -delete
     log "kind base: debootstrap done in $((SECONDS - start))s"
   fi
   echo "$out"
@@ -283,6 +284,8 @@ release_tarball() {
     log "kind node: writing the release tarball $out"
     python3 "$HACK_DIR/kind/node_images.py" --cache-dir "$CACHE_DIR" --out "$out" >/dev/null
     log "kind node: release tarball ($(du -h "$out" | cut -f1)) in $((SECONDS - start))s"
+    # Tarballs of earlier inputs are no use any more (~230 MB each).
+    find "$CACHE_DIR/kind-node" -maxdepth 1 -name 'kubernetes-*.tar.gz' ! -name "$(basename "$out")" -delete
   fi
   echo "$out"
 }
