@@ -6,6 +6,7 @@
 #   hack/kind.sh image     build (or reuse) the node image; prints its name
 #   hack/kind.sh up        image, then `kind create cluster` (skipped when the
 #                          cluster exists); prints its kubeconfig path
+#   hack/kind.sh smoke     a busybox pod on it: DNS and the kubernetes Service
 #   hack/kind.sh down      `kind delete cluster`
 #   hack/kind.sh off       down, then stop the docker engine this script started
 #   hack/kind.sh env       print the exports that point docker, kind and
@@ -354,10 +355,34 @@ down() {
   rm -f "$KIND_KUBECONFIG"
 }
 
+# A pod on the cluster: the busybox image the project's tests use (built by
+# hack/images/build_image.py, no registry), loaded with `kind load`; it must
+# resolve and reach the kubernetes Service, and exit 0.
+smoke() {
+  cluster_exists || die "no kind cluster $KIND_CLUSTER_NAME: run hack/kind.sh up"
+  local ref tarball start=$SECONDS
+  read -r ref tarball < <(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR" busybox)
+  docker_ image inspect "$ref" >/dev/null 2>&1 || docker_ load -i "$tarball" >/dev/null
+  kind_ load docker-image "$ref" --name "$KIND_CLUSTER_NAME" >&2
+  local kubectl=("$KUBE_BIN/kubectl" --kubeconfig "$KIND_KUBECONFIG")
+  "${kubectl[@]}" delete pod kind-smoke --ignore-not-found --wait=true >/dev/null
+  "${kubectl[@]}" run kind-smoke --image="$ref" --image-pull-policy=Never --restart=Never -- \
+    sh -c 'nslookup kubernetes.default.svc.cluster.local && echo | nc -w 5 kubernetes.default.svc 443 && echo smoke-ok' >/dev/null
+  if ! "${kubectl[@]}" wait --for=jsonpath='{.status.phase}'=Succeeded pod/kind-smoke --timeout=120s >/dev/null; then
+    "${kubectl[@]}" describe pod kind-smoke >&2 || true
+    "${kubectl[@]}" logs kind-smoke >&2 || true
+    die "kind smoke: the pod did not succeed"
+  fi
+  "${kubectl[@]}" logs kind-smoke | grep -qx smoke-ok || die "kind smoke: unexpected output: $("${kubectl[@]}" logs kind-smoke)"
+  "${kubectl[@]}" delete pod kind-smoke --wait=false >/dev/null
+  log "kind smoke: a pod resolved and reached the kubernetes Service, in $((SECONDS - start))s"
+}
+
 # --- main ----------------------------------------------------------------------
 case ${1:-} in
   image) node_image ;;
   up) up ;;
+  smoke) kind_dockerd; smoke ;;
   down) down ;;
   off) down; dockerd_stop ;;
   env)
@@ -366,5 +391,5 @@ case ${1:-} in
     echo "export PATH=$KIND_TOOLS:$KUBE_BIN:\$PATH"
     echo "export KIND_CLUSTER_NAME=$KIND_CLUSTER_NAME"
     echo "export KUBECONFIG=$KIND_KUBECONFIG" ;;
-  *) die "usage: $0 image|up|down|off|env" ;;
+  *) die "usage: $0 image|up|smoke|down|off|env" ;;
 esac
