@@ -28,6 +28,24 @@
 #   release_tarball   a Kubernetes release tarball of those (kind's --type file)
 #   node_image    `kind build node-image --type file ... --base-image ...`
 # Configs live in hack/kind/. Logs go to stderr; stdout has the result only.
+#
+# What differs from kind's own images, and why (each file says more):
+# - kindnetd, kind's default CNI, cannot be built: its module
+#   (sigs.k8s.io/kind/images/kindnetd) is not served by the Go module proxy.
+#   The node image holds a placeholder under its name (kind's build requires
+#   that image, and would try to pull it) that exits 1 saying so, and clusters
+#   are created with disableDefaultCNI and a static ptp + host-local + portmap
+#   CNI config (hack/kind/cluster.yaml, cni.conflist): one node only.
+# - local-path-provisioner is v0.0.30 (the proxy's), under the name of kind's
+#   image of v0.0.34.
+# - containerd, runc and the CNI plugins are Debian bookworm's (containerd 1.6,
+#   kind's are 2.x): hack/kind/containerd.toml; hack/kind/ctr-shim gives kind's
+#   build the two ctr commands 1.6 lacks.
+# - cgroup v1 and no CAP_SYS_RESOURCE: the kubelet gets failCgroupV1: false and
+#   oomScoreAdj: 0, containerd restrict_oom_score_adj (hack/kind/cluster.yaml).
+#
+# Use it with `eval "$(hack/kind.sh env)"`: DOCKER_HOST (kind's engine), PATH
+# (Debian's docker client, the pinned kind and kubectl), KUBECONFIG.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 KIND_DOCKERD_DIR=${PJ_KIND_DOCKERD_DIR:-$CACHE_DIR/dockerd-kind}
