@@ -8,7 +8,8 @@
 #                          cluster exists); prints its kubeconfig path
 #   hack/kind.sh smoke     a busybox pod on it: DNS and the kubernetes Service
 #   hack/kind.sh down      `kind delete cluster`
-#   hack/kind.sh off       down, then stop the docker engine this script started
+#   hack/kind.sh off       down, drop kind's docker network (its bridge), then
+#                          stop the docker engine this script started
 #   hack/kind.sh env       print the exports that point docker, kind and
 #                          kubectl at it and at the cluster
 #
@@ -402,7 +403,13 @@ case ${1:-} in
   up) up ;;
   smoke) kind_dockerd; smoke ;;
   down) down ;;
-  off) down; dockerd_stop ;;
+  off)
+    down
+    # The network's bridge would outlive the engine; kind makes it again.
+    if dockerd_pid >/dev/null && answers && [ -z "$(docker_ ps -aq --filter network=kind)" ]; then
+      docker_ network rm kind >/dev/null 2>&1 || true
+    fi
+    dockerd_stop ;;
   env)
     kind_dockerd
     echo "export DOCKER_HOST=$KIND_DOCKER_HOST"
