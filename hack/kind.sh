@@ -147,11 +147,19 @@ dockerd_stop() {
 
 # --- the base image ---------------------------------------------------------
 
-# key WORDS...: a short hash of strings and of the files among them.
+# key WORDS...: a short hash of strings and of the files among them: the
+# checkout's by content; the cache's (hundreds of MB of binaries, each written
+# once and moved into place) by name, size, mtime and inode, which is instant.
 key() {
   local arg
   for arg in "$@"; do
-    if [ -f "$arg" ]; then sha256sum <"$arg"; else echo "$arg"; fi
+    if [ -f "$arg" ] && [[ $arg == "$CACHE_DIR"/* ]]; then
+      stat -c '%n %s %Y %i' "$arg"
+    elif [ -f "$arg" ]; then
+      sha256sum <"$arg"
+    else
+      echo "$arg"
+    fi
   done | sha256sum | cut -c1-12
 }
 
@@ -358,8 +366,17 @@ up() {
     render "$HACK_DIR/kind/cluster.yaml" CNI_CONFLIST POD_SUBNET SERVICE_SUBNET >"$config"
     log "kind: creating cluster $KIND_CLUSTER_NAME from $image"
     kind_ create cluster --name "$KIND_CLUSTER_NAME" --image "$image" --config "$config" \
-      --kubeconfig "$KIND_KUBECONFIG" --wait 180s >&2
+      --kubeconfig "$KIND_KUBECONFIG" >&2
     log "kind: cluster $KIND_CLUSTER_NAME created in $((SECONDS - start))s"
+    # The CNI step kind leaves to kindnetd: once kube-proxy runs (it needs no
+    # pod network), the node gets its CNI config, turns Ready, and the first
+    # pods (CoreDNS, local-path-provisioner) start with Service rules in place.
+    local kubectl=("$KUBE_BIN/kubectl" --kubeconfig "$KIND_KUBECONFIG" -n kube-system)
+    "${kubectl[@]}" rollout status daemonset/kube-proxy --timeout=180s >/dev/null
+    docker_ exec "$KIND_CLUSTER_NAME-control-plane" cp /kind/cni/10-kind-ptp.conflist /etc/cni/net.d/
+    "${kubectl[@]}" wait node --all --for=condition=Ready --timeout=180s >/dev/null
+    "${kubectl[@]}" rollout status deployment/coredns --timeout=180s >/dev/null
+    log "kind: node Ready, kube-proxy and CoreDNS running after $((SECONDS - start))s"
   fi
   kind_ get kubeconfig --name "$KIND_CLUSTER_NAME" >"$KIND_KUBECONFIG"
   echo "$KIND_KUBECONFIG"
