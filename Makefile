@@ -105,10 +105,10 @@ docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)
 # on kind's own dockerd ($(CACHE_DIR)/dockerd-kind/docker.sock).
 .PHONY: kind-image kind-up kind-smoke kind-down kind-off
 
-kind-image: ## Build kind's node image here (cached): kubeadm, images and base from Go modules and Debian
+kind-image: prereqs ## Build kind's node image here (cached): kubeadm, images and base from Go modules and Debian
 	@hack/kind.sh image
 
-kind-up: ## Create the kind cluster from that image (KIND_CLUSTER_NAME, default paralleljob); prints its kubeconfig
+kind-up: prereqs ## Create the kind cluster from that image (KIND_CLUSTER_NAME, default paralleljob); prints its kubeconfig
 	@hack/kind.sh up
 
 kind-smoke: ## A busybox pod on that cluster must resolve and reach the kubernetes Service

@@ -320,7 +320,8 @@ release_tarball() {
 
 # Prints the node image's name, building it when missing.
 node_image() {
-  "$HACK_DIR/build.sh" kind >&2
+  "$HACK_DIR/install-image-tools.sh" >&2
+  "$HACK_DIR/build.sh" kubernetes kind >&2
   kind_dockerd
   local base tarball image
   base=$(base_image)
