@@ -106,6 +106,25 @@ keda-down: ## Remove KEDA (local, else kind)
 docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)
 	@hack/dockerd.sh stop
 
+# --- kind without a registry (hack/kind.sh, hack/kind/): the node image built here,
+# on kind's own dockerd ($(CACHE_DIR)/dockerd-kind/docker.sock).
+.PHONY: kind-image kind-up kind-smoke kind-down kind-off
+
+kind-image: prereqs ## Build kind's node image here (cached): kubeadm, images and base from Go modules and Debian
+	@hack/kind.sh image
+
+kind-up: prereqs ## Create the kind cluster from that image (KIND_CLUSTER_NAME, default paralleljob); prints its kubeconfig
+	@hack/kind.sh up
+
+kind-smoke: ## A busybox pod on that cluster must resolve and reach the kubernetes Service
+	@hack/kind.sh smoke
+
+kind-down: ## Delete that kind cluster
+	@hack/kind.sh down
+
+kind-off: ## Delete that kind cluster and stop kind's docker engine (by its PID file)
+	@hack/kind.sh off
+
 # --- Benchmark (bench/, docs/benchmark.md): the local cluster only (audit log, /proc),
 # started first if it does not answer, as make demo does.
 .PHONY: bench bench-quick

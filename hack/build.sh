@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the pinned cluster binaries from the Go module proxy into
 # $CACHE_DIR/<component>-<version>/, skipping any that are already built.
-# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|keda]...
-# (default: etcd kwok coredns kubernetes; keda only when asked for)
+# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|keda|kind]...
+# (default: etcd kwok coredns kubernetes; keda and kind only when asked for.
+# kind: the kind CLI and what its node image is made of, hack/kind.sh image)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_cmd go "install Go 1.26 (https://go.dev/dl) and put it on PATH"
@@ -13,7 +14,9 @@ KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kub
 # replace directives of a dependency are ignored, so a wrapper module must pin
 # each staging module to its published v0.x twin.
 write_kubernetes_module() {
-  local dir=$1 minor=${KUBERNETES_VERSION#v1.}
+  local dir=$1 minor=${KUBERNETES_VERSION#v1.} cmd
+  shift
+  local commands=("$@")
   local staging=v0.$minor
   mkdir -p "$dir"
   curl -fsS "https://proxy.golang.org/k8s.io/kubernetes/@v/${KUBERNETES_VERSION}.mod" -o "$dir/upstream.mod" \
@@ -28,42 +31,56 @@ write_kubernetes_module() {
   } >"$dir/go.mod"
   rm -f "$dir/upstream.mod"
   printf 'package tools\n\nimport (\n' >"$dir/tools.go"
-  for cmd in "${KUBE_COMMANDS[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd" >>"$dir/tools.go"; done
+  for cmd in "${commands[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd" >>"$dir/tools.go"; done
   printf ')\n' >>"$dir/tools.go"
   sed -i '1i //go:build tools\n' "$dir/tools.go"
 }
 
-build_kubernetes() {
-  local out=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION
-  [ -x "$out/bin/kubectl" ] && { log "kubernetes $KUBERNETES_VERSION: cached in $out"; return; }
-  local work=$CACHE_DIR/src/kubernetes-$KUBERNETES_VERSION
-  write_kubernetes_module "$work"
+kube_ldflags() {
   local ldflags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$KUBERNETES_VERSION -X $pkg.gitMajor=1"
     ldflags+=" -X $pkg.gitMinor=$(echo "$KUBERNETES_VERSION" | cut -d. -f2) -X $pkg.gitTreeState=clean"
     ldflags+=" -X $pkg.buildDate=1970-01-01T00:00:00Z"
   done
+  echo "$ldflags"
+}
+
+# build_kube_commands NAME COMMAND...: builds commands of k8s.io/kubernetes
+# into $CACHE_DIR/NAME-$KUBERNETES_VERSION/bin, unless there already (the
+# directory appears complete or not at all).
+build_kube_commands() {
+  local name=$1
+  shift
+  local commands=("$@")
+  local out=$CACHE_DIR/$name-$KUBERNETES_VERSION
+  [ -x "$out/bin/${commands[-1]}" ] && { log "$name $KUBERNETES_VERSION: cached in $out"; return; }
+  local work=$CACHE_DIR/src/$name-$KUBERNETES_VERSION ldflags
+  write_kubernetes_module "$work" "${commands[@]}"
+  ldflags=$(kube_ldflags)
   (
     cd "$work" || exit 1
-    log "kubernetes $KUBERNETES_VERSION: resolving modules"
+    log "$name $KUBERNETES_VERSION: resolving modules"
     go mod tidy -e >/dev/null 2>&1 || true
     go mod download
     mkdir -p "$out/bin.tmp"
-    for cmd in "${KUBE_COMMANDS[@]}"; do
+    for cmd in "${commands[@]}"; do
       local start=$SECONDS
-      log "kubernetes $KUBERNETES_VERSION: building $cmd"
+      log "$name $KUBERNETES_VERSION: building $cmd"
       CGO_ENABLED=0 go build -trimpath -tags tools -ldflags "$ldflags" -o "$out/bin.tmp/$cmd" "k8s.io/kubernetes/cmd/$cmd"
-      log "kubernetes $KUBERNETES_VERSION: built $cmd in $((SECONDS - start))s"
+      log "$name $KUBERNETES_VERSION: built $cmd in $((SECONDS - start))s"
     done
   )
   rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
 }
 
+build_kubernetes() { build_kube_commands kubernetes "${KUBE_COMMANDS[@]}"; }
+
 # Builds a main package of a module that has no usable replace directives of
 # its own by requiring it from a throwaway wrapper module.
+# build_wrapped NAME VERSION MODULE PACKAGE BINARY [EXTRA_LDFLAGS]
 build_wrapped() {
-  local name=$1 version=$2 module=$3 pkg=$4 binary=$5
+  local name=$1 version=$2 module=$3 pkg=$4 binary=$5 ldflags="-s -w ${6:-}"
   local out=$CACHE_DIR/$name-$version
   [ -x "$out/bin/$binary" ] && { log "$name $version: cached in $out"; return; }
   local work=$CACHE_DIR/src/$name-$version start=$SECONDS
@@ -76,7 +93,7 @@ build_wrapped() {
     go mod tidy -e >/dev/null 2>&1 || true
     go get "$pkg@$version" >/dev/null
     log "$name $version: building $binary"
-    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/bin/$binary.tmp" "$pkg"
+    CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$out/bin/$binary.tmp" "$pkg"
     mv "$out/bin/$binary.tmp" "$out/bin/$binary"
   )
   log "$name $version: built in $((SECONDS - start))s"
@@ -146,13 +163,29 @@ build_keda() {
   rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
 }
 
+# What kind and its node image need (hack/kind.sh): the kind CLI, kubeadm
+# (kubeadm init/join on the node), crictl (the node's CRI client), and etcd
+# and CoreDNS at exactly the versions kubeadm $KUBERNETES_VERSION deploys
+# (KIND_ETCD_VERSION, KIND_COREDNS_VERSION: `kubeadm config images list`),
+# and local-path-provisioner (kind's default storage class).
+build_kind() {
+  build_wrapped kind "$KIND_VERSION" sigs.k8s.io/kind sigs.k8s.io/kind kind
+  build_kube_commands kubeadm kubeadm
+  build_wrapped cri-tools "$CRI_TOOLS_VERSION" sigs.k8s.io/cri-tools sigs.k8s.io/cri-tools/cmd/crictl crictl \
+    "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION"
+  build_wrapped etcd "$KIND_ETCD_VERSION" go.etcd.io/etcd/server/v3 go.etcd.io/etcd/server/v3 etcd
+  build_wrapped coredns "$KIND_COREDNS_VERSION" github.com/coredns/coredns github.com/coredns/coredns coredns
+  build_wrapped local-path-provisioner "$LOCAL_PATH_PROVISIONER_VERSION" github.com/rancher/local-path-provisioner \
+    github.com/rancher/local-path-provisioner local-path-provisioner
+}
+
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(etcd kwok coredns kubernetes)
 total=$SECONDS
 for target in "${targets[@]}"; do
   case $target in
-    kubernetes|etcd|kwok|coredns|keda) "build_$target" ;;
-    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns or keda)" ;;
+    kubernetes|etcd|kwok|coredns|keda|kind) "build_$target" ;;
+    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, keda or kind)" ;;
   esac
 done
 log "all requested components ready in $((SECONDS - total))s (cache: $CACHE_DIR)"
