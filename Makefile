@@ -54,11 +54,17 @@ unit: venv ## Unit tests only (no cluster)
 
 # First the tests that keep to their own namespace and operator, TEST_WORKERS at a time
 # (pytest-xdist); then, one at a time, those marked exclusive (tests/conftest.py): they
-# deploy an operator for every namespace, restart components or stop the cluster.
+# deploy an operator for every namespace, restart components or stop the cluster; last,
+# the kind path on a real kind cluster (make test-kind).
 TEST_WORKERS ?= 3
-test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests (TEST_WORKERS=3)
+test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the kind path (TEST_WORKERS=3)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m 'not exclusive' tests
 	$(VENV)/bin/pytest -m exclusive tests
+	@hack/kind-test.sh
+
+.PHONY: test-kind
+test-kind: prereqs build venv ## tests/deploy and the seed workloads on a real kind cluster (node image built here; deleted afterwards)
+	@hack/kind-test.sh
 
 # tests/fuzz is part of `make test` too (40 examples); here alone, as long as asked.
 .PHONY: fuzz test-keda

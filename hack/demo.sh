@@ -46,7 +46,11 @@ case $CLUSTER in
       say "Starting the local cluster (make cluster; the first run builds Kubernetes from source)"
       make -C "$REPO_ROOT" --no-print-directory cluster
     fi ;;
-  kind) ;;
+  kind)
+    if kind_here_wanted; then
+      say "kind from hack/kind.sh (no container registry reachable: its node image is built here)"
+      use_kind_here
+    fi ;;
   *) die "DEMO_CLUSTER must be local or kind, not '$CLUSTER'" ;;
 esac
 say "Deploying the operator in-cluster from its image (hack/deploy.sh $CLUSTER)"

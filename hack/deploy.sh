@@ -29,6 +29,7 @@ start=$SECONDS
 
 # 1. Tools and cluster.
 if [ "$mode" = kind ]; then
+  ! kind_here_wanted || use_kind_here
   missing=0
   type -P docker >/dev/null || { missing=1; echo "error: 'docker' is missing: install Docker Engine or Docker Desktop, https://docs.docker.com/engine/install/" >&2; }
   type -P kind >/dev/null || { missing=1; echo "error: 'kind' is missing: go install sigs.k8s.io/kind@v0.33.0 (or see https://kind.sigs.k8s.io/docs/user/quick-start/#installation)" >&2; }

@@ -12,6 +12,7 @@
 #                          stop the docker engine this script started
 #   hack/kind.sh env       print the exports that point docker, kind and
 #                          kubectl at it and at the cluster
+#   hack/kind.sh running   whether kind's docker engine runs (exit status)
 #
 # One function per piece, each cached under $CACHE_DIR keyed by its inputs:
 #   kind_dockerd  a dockerd for kind only ($CACHE_DIR/dockerd-kind/): its own
@@ -354,7 +355,7 @@ cluster_exists() { kind_ get clusters 2>/dev/null | grep -qx "$KIND_CLUSTER_NAME
 # shellcheck disable=SC2034 # CNI_CONFLIST and the subnets: read by render
 up() {
   local image
-  image=$(node_image)
+  image=${KIND_NODE_IMAGE:-$(node_image)}
   if cluster_exists; then
     log "kind: cluster $KIND_CLUSTER_NAME exists"
   else
@@ -380,9 +381,22 @@ up() {
     "${kubectl[@]}" wait node --all --for=condition=Ready --timeout=180s >/dev/null
     "${kubectl[@]}" rollout status deployment/coredns --timeout=180s >/dev/null
     log "kind: node Ready, kube-proxy and CoreDNS running after $((SECONDS - start))s"
+    preload_images
   fi
   kind_ get kubeconfig --name "$KIND_CLUSTER_NAME" >"$KIND_KUBECONFIG"
   echo "$KIND_KUBECONFIG"
+}
+
+# The images the project's examples and tests run besides its own (busybox,
+# redis), as the local cluster's node has them: built by
+# hack/images/build_image.py (no registry) and put on the node with `kind load`.
+preload_images() {
+  local ref tarball refs=()
+  while read -r ref tarball; do
+    docker_ image inspect "$ref" >/dev/null 2>&1 || docker_ load -i "$tarball" >/dev/null
+    refs+=("$ref")
+  done < <(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR" busybox redis)
+  kind_ load docker-image "${refs[@]}" --name "$KIND_CLUSTER_NAME" >&2
 }
 
 down() {
@@ -430,11 +444,12 @@ case ${1:-} in
       docker_ network rm kind >/dev/null 2>&1 || true
     fi
     dockerd_stop ;;
+  running) dockerd_pid >/dev/null && answers ;;
   env)
     kind_dockerd
     echo "export DOCKER_HOST=$KIND_DOCKER_HOST"
     echo "export PATH=$KIND_TOOLS:$KUBE_BIN:\$PATH"
     echo "export KIND_CLUSTER_NAME=$KIND_CLUSTER_NAME"
     echo "export KUBECONFIG=$KIND_KUBECONFIG" ;;
-  *) die "usage: $0 image|up|smoke|down|off|env" ;;
+  *) die "usage: $0 image|up|smoke|down|off|env|running" ;;
 esac

@@ -56,6 +56,24 @@ use_cluster() {
   esac
 }
 
+# kind here: when KIND_NODE_IMAGE is set, or no registry is reachable (kind's
+# node image and the Dockerfile's base both come from one), kind's engine, node
+# image and cluster are hack/kind.sh's (the node image built here; the cluster
+# created when missing), and the operator image is built on that engine from
+# the Debian base (hack/image.sh --local, PJ_IMAGE_LOCAL_BUILD). PJ_KIND_HERE=1
+# or 0 decides it instead.
+kind_here_wanted() {
+  case ${PJ_KIND_HERE:-} in 1) return 0 ;; 0) return 1 ;; esac
+  [ -n "${KIND_NODE_IMAGE:-}" ] || ! registry_reachable
+}
+
+use_kind_here() {
+  log "kind: ${KIND_NODE_IMAGE:+KIND_NODE_IMAGE=$KIND_NODE_IMAGE}${KIND_NODE_IMAGE:-no container registry reachable}: the cluster of hack/kind.sh"
+  eval "$("$HACK_DIR/kind.sh" env)"
+  "$HACK_DIR/kind.sh" up >/dev/null
+  export PJ_USER_KUBECONFIG=$KUBECONFIG PJ_IMAGE_LOCAL_BUILD=1
+}
+
 kube_desc() {
   case $KUBE_TARGET in
     local) echo "kubeconfig $LOCAL_KUBECONFIG" ;;

@@ -87,3 +87,11 @@ render() {
   [[ ! $text =~ $leftover ]] || die "render $template: ${BASH_REMATCH[0]} is not one of: $*"
   printf '%s' "$text"
 }
+
+# Whether a container registry answers (Docker Hub's, which kind's node image
+# and the Dockerfile's base come from): any HTTP answer, even 401, counts.
+registry_reachable() {
+  local code
+  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 https://registry-1.docker.io/v2/ 2>/dev/null) || true
+  [ -n "$code" ] && [ "$code" != 000 ]
+}

@@ -67,8 +67,8 @@ on_node() {
 source_key() {
   (
     cd "$REPO_ROOT" || exit 1
-    printf '%s\n' "mode=$mode" "name=$IMAGE_NAME" "base=${PJ_BASE_IMAGE:-}" "flags=${PJ_DOCKER_BUILD_FLAGS:-}"
-    if [ "$mode" = local ] && [ -z "${PJ_BASE_IMAGE:-}" ]; then
+    printf '%s\n' "mode=$mode" "local=${PJ_IMAGE_LOCAL_BUILD:-}" "name=$IMAGE_NAME" "base=${PJ_BASE_IMAGE:-}" "flags=${PJ_DOCKER_BUILD_FLAGS:-}"
+    if { [ "$mode" = local ] || [ -n "${PJ_IMAGE_LOCAL_BUILD:-}" ]; } && [ -z "${PJ_BASE_IMAGE:-}" ]; then
       # What hack/base-image.sh keys its image by.
       printf '%s\n' "suite=${PJ_BASE_SUITE:-} mirror=${PJ_DEBIAN_MIRROR:-}"
       sha256sum hack/base-image.sh "${PJ_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
@@ -99,7 +99,8 @@ use_docker() {
 
 build() {
   local args=()
-  [ "$mode" = kind ] || args=(--local)
+  # kind here (hack/kube-target.sh use_kind_here): no registry for the base image either.
+  if [ "$mode" = local ] || [ -n "${PJ_IMAGE_LOCAL_BUILD:-}" ]; then args=(--local); fi
   "$HACK_DIR/image.sh" "${args[@]}"
 }
 

@@ -28,6 +28,9 @@ def _run_with_tools(tmp_path: Path, tools: list[str]) -> subprocess.CompletedPro
         "PATH": str(bindir),
         "HOME": str(tmp_path),
         "PJ_CACHE_DIR": str(tmp_path / "cache"),  # no pinned kubectl either
+        # A user's machine, which reaches a registry: kind's own node image, the user's tools
+        # (not the kind this project builds when no registry answers, hack/kube-target.sh).
+        "PJ_KIND_HERE": "0",
     }
     return subprocess.run(
         [shutil.which("bash") or "bash", DEPLOY, "kind"],

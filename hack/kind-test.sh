@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The kind path tested for real (make test-kind; the last pass of make test):
+# hack/kind.sh's cluster (its node image built here, cached), a busybox pod
+# through its network (hack/kind.sh smoke), then tests/deploy (make deploy's
+# path: image built and kind-loaded, manifests applied, the operator in-cluster)
+# and the seed's four workloads on real pods (tests/e2e/test_workloads.py)
+# against it, through PJ_TEST_KUBECONFIG. Afterwards the cluster is deleted, and
+# kind's docker engine stopped when this script started it (its data root, the
+# node image with it, stays cached).
+#
+#   hack/kind-test.sh [PYTEST ARGS...]   default: tests/deploy tests/e2e/test_workloads.py
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+KIND=$HACK_DIR/kind.sh
+PYTEST=${PYTEST:-$REPO_ROOT/.venv/bin/pytest}
+[ $# -gt 0 ] || set -- tests/deploy tests/e2e/test_workloads.py
+start=$SECONDS
+
+engine_was_running=0
+"$KIND" running >/dev/null 2>&1 && engine_was_running=1
+finish() {
+  local status=$?
+  if [ $engine_was_running = 1 ]; then "$KIND" down; else "$KIND" off; fi
+  log "kind tests: done in $((SECONDS - start))s"
+  exit $status
+}
+trap finish EXIT
+
+kubeconfig=$("$KIND" up)
+log "kind tests: cluster up after $((SECONDS - start))s"
+"$KIND" smoke
+cd "$REPO_ROOT" || exit 1
+eval "$("$KIND" env)"
+PJ_TEST_KUBECONFIG=$kubeconfig "$PYTEST" "$@"
