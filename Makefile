@@ -44,10 +44,11 @@ run: venv ## Run the operator locally against $KUBECONFIG
 	PJ_LEADER_ELECT=$${PJ_LEADER_ELECT:-false} $(VENV)/bin/paralleljob-operator
 
 lint: prereqs venv ## ruff, mypy and shellcheck
-	$(VENV)/bin/ruff check operator tests hack bench
-	$(VENV)/bin/ruff format --check operator tests hack bench
+	$(VENV)/bin/ruff check operator tests hack bench hack/kind/runc-wrapper
+	$(VENV)/bin/ruff format --check operator tests hack bench hack/kind/runc-wrapper
 	$(VENV)/bin/mypy
-	shellcheck -S warning hack/*.sh
+	$(VENV)/bin/mypy hack/kind/runc-wrapper
+	shellcheck -S warning hack/*.sh hack/kind/ctr-shim
 
 unit: venv ## Unit tests only (no cluster)
 	$(VENV)/bin/pytest tests/unit
