@@ -242,6 +242,10 @@ if [ "$CLUSTER" = local ]; then
   echo "  kubectl -n $NS get pj,pods;  kubectl -n $PJ_SYSTEM_NAMESPACE logs deploy/paralleljob-operator"
   echo "  kubectl -n $NS exec deploy/redis -- redis-cli HGETALL results"
   echo "Stop it:  make cluster-down   (and the docker engine that built the image: make docker-down)"
+elif [ -n "${PJ_IMAGE_LOCAL_BUILD:-}" ]; then  # kind here (use_kind_here)
+  echo "  eval \"\$(hack/kind.sh env)\"   # docker, kind, kubectl and KUBECONFIG for it"
+  echo "  kubectl --context $KUBE_CONTEXT -n $NS get pj,pods"
+  echo "Stop it:  make kind-down   (and kind's docker engine too: make kind-off)"
 else
   echo "  kubectl --context $KUBE_CONTEXT -n $NS get pj,pods"
   echo "Stop it:  make undeploy   (the whole kind cluster: kind delete cluster --name $KIND_CLUSTER_NAME)"
