@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import kopf
@@ -88,10 +88,29 @@ async def login(**_: Any) -> kopf.ConnectionInfo:
     )
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """kopf's diff base, for an operator with event handlers and indexes only: kopf
+    builds it (a deep copy of the object) and diffs it against the last handled one on
+    every event, for change handlers, which this operator has none of. Nothing is
+    built, fetched or stored: profiled under load, that was 6% of the operator's CPU."""
+
+    def build(
+        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
+    ) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     config: OperatorConfig = getattr(memo, "config", None) or OperatorConfig()
     settings.posting.enabled = False  # the operator posts its own Events
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.label_selectors["", "v1", "pods"] = c.LABEL_CONTROLLER_UID
     settings.execution.max_workers = 2  # nothing runs in threads
     api = config.api
