@@ -80,9 +80,7 @@ stop() {
   local pid
   if ! pid=$(our_pid); then log "docker engine: no dockerd started by this script is running"; return; fi
   log "docker engine: stopping dockerd $pid"
-  kill -TERM "$pid"
-  for _ in $(seq 1 60); do [ -d "/proc/$pid" ] || break; sleep 0.5; done
-  if [ -d "/proc/$pid" ]; then log "dockerd $pid still running after 30s; sending KILL"; kill -KILL "$pid"; fi
+  terminate "$pid" dockerd
   rm -f "$PIDFILE"
 }
 

@@ -140,9 +140,7 @@ dockerd_stop() {
   local pid
   if ! pid=$(dockerd_pid); then log "kind dockerd: not running"; return; fi
   log "kind dockerd: stopping $pid"
-  kill -TERM "$pid"
-  for _ in $(seq 1 60); do [ -d "/proc/$pid" ] || break; sleep 0.5; done
-  if [ -d "/proc/$pid" ]; then log "kind dockerd $pid still running after 30s; sending KILL"; kill -KILL "$pid"; fi
+  terminate "$pid" "kind dockerd"
   rm -f "$KIND_DOCKERD_PIDFILE"
   # Its --cgroup-parent, once empty (rmdir refuses a cgroup in use).
   rmdir /sys/fs/cgroup/*/dockerd-kind 2>/dev/null || true

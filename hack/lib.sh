@@ -95,3 +95,13 @@ registry_reachable() {
   code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 https://registry-1.docker.io/v2/ 2>/dev/null) || true
   [ -n "$code" ] && [ "$code" != 000 ]
 }
+
+# terminate PID NAME: SIGTERM, up to 30 s for it to exit, then SIGKILL (a
+# process this project started, found by its PID file).
+terminate() {
+  local pid=$1 name=$2
+  kill -TERM "$pid"
+  for _ in $(seq 1 60); do [ -d "/proc/$pid" ] || return 0; sleep 0.5; done
+  log "$name $pid still running after 30s; sending KILL"
+  kill -KILL "$pid"
+}
