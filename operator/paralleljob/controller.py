@@ -655,8 +655,10 @@ class Controller:
         # Any write carries the job's progress: its progress slot is used or freed.
         self._release_slots(rt, self.progress_slots)
         spec = rt.body.get("spec") or {}
-        _record_finished(_completion_mode(spec.get("completionMode")), current, status)
-        metrics.record_finished_indexes(parse_spec(spec), current, status)
+        mode = _completion_mode(spec.get("completionMode"))
+        _record_finished(mode, current, status)
+        if mode == INDEXED_COMPLETION:  # only Indexed jobs have finished indexes to count
+            metrics.record_finished_indexes(parse_spec(spec), current, status)
         return True
 
     # -- pods ------------------------------------------------------------------------
