@@ -35,9 +35,20 @@ def crd(kubeconfig: str) -> None:
 
     Applied for every test: other tests of the session (make undeploy) remove it."""
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kubectl(
-        "wait", "--for=condition=Established", "crd/paralleljobs.paralleljob.dev", "--timeout=60s"
-    )
+
+    # Polled, not `kubectl wait`: when another test worker has just created the CRD, its
+    # status has no conditions yet, which `kubectl wait` reports as an error.
+    def established() -> bool:
+        got = kubectl(
+            "get",
+            "crd/paralleljobs.paralleljob.dev",
+            "-o",
+            "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+            check=False,
+        )
+        return got.stdout.strip() == "True"
+
+    wait_until(established, timeout=60, what="the ParallelJob CRD Established")
 
 
 def _free_port() -> int:
