@@ -141,6 +141,6 @@ bench: venv ## Benchmark against the built-in Job controller (hours; BENCH_QUICK
 	@$(LOCAL_CLUSTER_UP)
 	$(PYTHON) -m bench
 
-bench-quick: venv ## The benchmark scaled down, every scenario once (a smoke test, ~3 minutes)
+bench-quick: venv ## The benchmark scaled down: every scenario once, the API budget in scenario 1 only (a smoke test, ~2 minutes)
 	@$(LOCAL_CLUSTER_UP)
 	$(PYTHON) -m bench --quick
