@@ -21,6 +21,7 @@ The pod watch is filtered on the server by the label selector
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -51,6 +52,7 @@ class App:
     kube: Kube
     recorder: EventRecorder
     metrics_server: web.AppRunner | None
+    loop_lag: asyncio.Task[None]
 
 
 def _app(memo: Any) -> App:
@@ -123,6 +125,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     app.recorder = recorder
     app.controller = Controller(kube, recorder, config.controller)
     metrics.track_state(app.controller)
+    app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
         await metrics.serve(config.metrics_port) if config.metrics_port > 0 else None
     )
@@ -132,6 +135,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 @kopf.on.cleanup()
 async def cleanup(memo: Any, **_: Any) -> None:
     app = _app(memo)
+    app.loop_lag.cancel()
     await app.controller.stop_all()
     if app.metrics_server is not None:
         await app.metrics_server.cleanup()

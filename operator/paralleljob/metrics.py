@@ -11,6 +11,7 @@ client library's process metrics (``process_resident_memory_bytes``,
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Iterable, Sized
 from typing import Protocol
@@ -104,6 +105,15 @@ JOBS = Gauge(f"{PREFIX}_jobs", "ParallelJobs the operator runs a sync loop for")
 JOBS_PENDING_SYNC = Gauge(
     f"{PREFIX}_jobs_pending_sync",
     "Jobs with work waiting for a sync (woken by an event or a timer, sync not started)",
+)
+#: How often the event loop's lag is sampled.
+LOOP_LAG_SAMPLE_SECONDS = 0.5
+EVENT_LOOP_LAG = Histogram(
+    f"{PREFIX}_event_loop_lag_seconds",
+    "How late the operator's event loop ran a timer that was due (sampled every "
+    f"{LOOP_LAG_SAMPLE_SECONDS} s): the wait every event, sync and API response shares "
+    "while the loop is busy",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
 DURATION_REFRESH_WAITING = Gauge(
     f"{PREFIX}_duration_refresh_waiting",
@@ -224,6 +234,17 @@ def record_job_added(external_controller: str | None) -> None:
     names another controller (managed_by.managed_by_external_controller)."""
     if external_controller is not None:
         JOBS_BY_EXTERNAL_CONTROLLER.labels(external_controller).inc()
+
+
+async def sample_loop_lag(interval: float = LOOP_LAG_SAMPLE_SECONDS) -> None:
+    """Observes, forever, how late the event loop wakes a sleep that is due: the wait that
+    every event, sync and API response shares when the loop is busy. One loop runs all
+    the operator's work, so this is its saturation in one figure."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + interval
+        await asyncio.sleep(interval)
+        EVENT_LOOP_LAG.observe(max(0.0, loop.time() - due))
 
 
 class FinishedWithFinalizer:

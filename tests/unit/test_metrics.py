@@ -4,6 +4,8 @@ labels and amounts of the ported job metrics) and the hooks that record them."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -357,3 +359,30 @@ def test_jobs_by_external_controller(managed_by: str | None, counted: bool) -> N
     asyncio.run(scenario())
     got = _sample("jobs_by_external_controller", controller_name=name) - before
     assert got == (1 if counted else 0)
+
+
+def _lag(sample: str) -> float:
+    return (
+        REGISTRY.get_sample_value(f"paralleljob_controller_event_loop_lag_seconds_{sample}") or 0.0
+    )
+
+
+async def wait_for_sample(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "no loop-lag sample within the deadline"
+        await asyncio.sleep(0.01)
+
+
+def test_the_loop_lag_sampler_observes_a_loop_blocked_past_a_due_timer() -> None:
+    count, total = _lag("count"), _lag("sum")
+
+    async def scenario() -> None:
+        sampler = asyncio.create_task(metrics.sample_loop_lag(interval=0.01))
+        await asyncio.sleep(0)  # the sampler's first timer is due in 10 ms
+        time.sleep(0.1)  # the loop is blocked well past it, as a long callback blocks it
+        await wait_for_sample(lambda: _lag("count") > count)
+        sampler.cancel()
+
+    asyncio.run(scenario())
+    assert _lag("sum") - total >= 0.08
