@@ -269,17 +269,26 @@ def scale_up(target: int) -> Body:
 
 @asynccontextmanager
 async def background(bench: Bench, arm: Arm, count: int) -> AsyncIterator[str]:
-    """``count`` one-pod jobs of ``arm`` whose pods run for the whole block."""
+    """``count`` one-pod jobs of ``arm`` whose pods run for the whole block, measured
+    from when the load is steady: every pod running and every job's status showing it
+    (``ready``), so that no round meets the controller still catching up with the
+    background's start (500 status writes, at its client's or write budget's pace)."""
     async with bench.namespace(f"bg-{arm.value.lower()[:3]}") as ns:
         bench.log(f"background: {count} {arm.value}s with long pods in {ns}")
-        async with Observer(bench.kube, pods_path(ns), None) as seen:
+        async with Observer(bench.kube, pods_path(ns), jobs_path(arm, ns)) as seen:
             await create_jobs(bench, arm, ns, count, completions=1, parallelism=1, duration=LONG)
             await seen.wait_for(
                 lambda: seen.running >= count,
                 timeout=deadline_for(count),
                 what=f"{count} background pods running",
             )
-        bench.log(f"background: {count} {arm.value} pods running")
+            bench.log(f"background: {count} {arm.value} pods running")
+            await seen.wait_for(
+                lambda: seen.ready >= count,
+                timeout=deadline_for(count),
+                what=f"{count} background jobs reporting their pod ready",
+            )
+        bench.log(f"background: {count} {arm.value}s report their pod ready: steady")
         yield ns
 
 
