@@ -39,9 +39,10 @@ class ApiError(Exception):
         return self.status == 409
 
     def has_cause(self, cause_type: str) -> bool:
+        """apierrors.HasStatusCause. A StatusCause's type is serialized as ``reason``."""
         details = self.body.get("details")
         causes = details.get("causes") if isinstance(details, Mapping) else None
-        return any(isinstance(x, Mapping) and x.get("type") == cause_type for x in (causes or []))
+        return any(isinstance(x, Mapping) and x.get("reason") == cause_type for x in (causes or []))
 
 
 class PodControl(Protocol):

@@ -47,8 +47,12 @@ def test_the_error_says_what_the_callers_tell_apart(
 
 
 def test_the_error_finds_a_cause_in_the_status_details() -> None:
-    body = {"details": {"causes": [{"type": "FieldValueInvalid"}, "junk"]}}
+    # As the API server serializes a StatusCause: its Type under the key "reason".
+    body = {"details": {"causes": [{"reason": "FieldValueInvalid", "field": "spec"}, "junk"]}}
     error = ApiError(422, "Invalid", "bad", body)
     assert error.has_cause("FieldValueInvalid")
     assert not error.has_cause("FieldValueRequired")
     assert not ApiError(422, "Invalid", "bad", {"details": "junk"}).has_cause("FieldValueInvalid")
+    assert not ApiError(
+        422, "Invalid", "bad", {"details": {"causes": [{"type": "FieldValueInvalid"}]}}
+    ).has_cause("FieldValueInvalid")

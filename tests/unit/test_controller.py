@@ -487,7 +487,20 @@ def test_a_refused_sync_is_retried_with_back_off_and_a_conflict_at_once() -> Non
 
 def test_creations_refused_in_a_terminating_namespace_are_no_error_and_not_retried() -> None:
     sim = Sim(JobSpec(completions=3, parallelism=3))
-    cause = {"details": {"causes": [{"type": "NamespaceTerminating"}]}}
+    # The API server's answer (NamespaceLifecycle admission), as it serializes it.
+    cause = {
+        "details": {
+            "name": "pod",
+            "kind": "pods",
+            "causes": [
+                {
+                    "reason": "NamespaceTerminating",
+                    "message": "namespace ns is being terminated",
+                    "field": "metadata.namespace",
+                }
+            ],
+        }
+    }
     message = "unable to create new content in namespace ns because it is being terminated"
     sim.api.fail("create_pod", ApiError(403, "Forbidden", message, cause))
     report = asyncio.run(sim.controller.sync(sim.runtime, sim.api.pods_of))
