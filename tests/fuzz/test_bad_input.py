@@ -158,6 +158,10 @@ def test_a_namespace_deleted_under_a_running_job(
     k.create_pj("after", kwok_template("0s"), completions=2, parallelism=2)
     _completes(k, "after")
     assert_no_traceback(operator_of_two)
+    # Replacements refused for the terminating namespace are no error and not retried
+    # (upstream's manageJob): no warning, no retry storm until the namespace is gone.
+    refused = f"{second_namespace}/running: pod creation failed"
+    assert refused not in operator_of_two.log_path.read_text(errors="replace")
 
 
 def _first_pod(k: Kubectl, name: str) -> None:
