@@ -29,11 +29,9 @@ CRD = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
 OPERATOR_BIN = Path(sys.executable).parent / "paralleljob-operator"
 
 
-@pytest.fixture
-def crd(kubeconfig: str) -> None:
-    """The ParallelJob CRD, applied from crds/ (server-side, so repeated runs agree).
-
-    Applied for every test: other tests of the session (make undeploy) remove it."""
+def apply_crd() -> None:
+    """Applies the ParallelJob CRD from crds/ (server-side, so repeated runs agree) and
+    waits until it is Established."""
     kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
 
     # Polled, not `kubectl wait`: when another test worker has just created the CRD, its
@@ -49,6 +47,13 @@ def crd(kubeconfig: str) -> None:
         return got.stdout.strip() == "True"
 
     wait_until(established, timeout=60, what="the ParallelJob CRD Established")
+
+
+@pytest.fixture
+def crd(kubeconfig: str) -> None:
+    """The ParallelJob CRD, applied for every test: other tests of the session (make
+    undeploy) remove it."""
+    apply_crd()
 
 
 def _free_port() -> int:

@@ -21,7 +21,7 @@ import pytest
 
 from tests.support.wait import wait_until
 
-from .conftest import CRD
+from .conftest import apply_crd
 from .support import BUSYBOX, kubectl, parse_table
 
 pytestmark = pytest.mark.cluster
@@ -976,10 +976,7 @@ UPDATES = [
 def ns(kubeconfig: str) -> Iterator[str]:
     """One namespace for the module, with the CRD applied once as the ``crd`` fixture
     applies it (that fixture is per test: 100 applies would triple the module's time)."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
-    kubectl(
-        "wait", "--for=condition=Established", "crd/paralleljobs.paralleljob.dev", "--timeout=60s"
-    )
+    apply_crd()
     name = f"pj-validation-{uuid.uuid4().hex[:8]}"
     kubectl("create", "namespace", name)
     kubectl("label", "namespace", name, "paralleljob.dev/test=true")
