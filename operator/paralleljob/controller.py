@@ -599,16 +599,18 @@ class Controller:
     async def _write_final_status(self, rt: JobRuntime, done: SyncResult) -> float | None:
         """The sync's last status write; when DURATION is all it would change, only in
         this job's slot of the DURATION refresh budget, and only while the API client's
-        rate limit (PJ_API_QPS) has room: a cosmetic write never delays real work; when
-        it only reports progress, once the job's batch period is over. Returns when to
-        sync again for the write: its DURATION slot, a retry while the client is busy,
-        the end of the batch period, or when the text changes next (None: no refresh)."""
+        rate limit (PJ_API_QPS) has room and no job waits for the progress budget: a
+        cosmetic write never delays real work, nor spends API calls while jobs' progress
+        is being held back; when it only reports progress, once the job's batch period
+        is over. Returns when to sync again for the write: its DURATION slot, a retry
+        while busy, the end of the batch period, or when the text changes next (None: no
+        refresh)."""
         slots = self.duration_slots
         status = done.status
         if _only_duration_differs(parse_status(rt.body.get("status") or {}), status):
             if slots is None:
                 return None
-            if not self.api.has_spare_budget():
+            if not self.api.has_spare_budget() or self.progress_write_waiting():
                 return BUSY_REFRESH_RETRY_SECONDS
             wait = slots.slot(rt.uid, self.clock.monotonic())
             if wait > 0:

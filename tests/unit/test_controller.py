@@ -790,3 +790,35 @@ def test_duration_only_writes_wait_while_the_api_client_is_busy() -> None:
         assert api.job["status"]["durationText"] == "60s"
 
     asyncio.run(scenario())
+
+
+def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> None:
+    async def scenario() -> None:
+        busy, idle = FakeApi(_job("u-progress")), FakeApi(_job("u-idle"))
+        controller = _controller(busy, status_batch_seconds=0.0, progress_write_qps=0.5)
+        busy_rt, idle_rt = JobRuntime(busy.job), JobRuntime(idle.job)
+        for api, rt in ((busy, busy_rt), (idle, idle_rt)):
+            controller.api = api
+            await controller.sync(rt, api.pods_of)
+        # The busy job's progress takes a slot of the budget two seconds ahead.
+        controller.api = busy
+        for _ in range(2):
+            uid = next(u for u, p in sorted(busy.pods.items()) if p.phase != c.SUCCEEDED)
+            busy.pods[uid] = replace(busy.pods[uid], phase=c.SUCCEEDED)
+            busy_rt.offer(copy.deepcopy(busy.job))
+            await controller.sync(busy_rt, busy.pods_of)
+        assert controller.progress_write_waiting() == 1
+        # The idle job's DURATION is a minute stale: its refresh waits for that write.
+        controller.api = idle
+        started = datetime.fromisoformat(idle.job["status"]["startTime"])
+        idle.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
+        idle_rt.offer(copy.deepcopy(idle.job))
+        before = len(idle.calls)
+        report = await controller.sync(idle_rt, idle.pods_of)
+        assert [c.method for c in idle.calls[before:]] == [], "no cosmetic write meanwhile"
+        assert report.delay == pytest.approx(1.0)
+        controller._release_slots(busy_rt, controller.progress_slots)  # the busy job wrote
+        await controller.sync(idle_rt, idle.pods_of)
+        assert idle.job["status"]["durationText"] == "60s"
+
+    asyncio.run(scenario())
