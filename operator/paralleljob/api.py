@@ -102,3 +102,7 @@ class EventSink(Protocol):
     """client-go's record.EventSink: where the event recorder posts Events."""
 
     async def create_event(self, namespace: str, event: JsonDict) -> None: ...
+
+    def has_spare_budget(self) -> bool:
+        """As :meth:`ControllerApi.has_spare_budget`: Events wait for it."""
+        ...

@@ -15,7 +15,14 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.api import ApiError
-from paralleljob.controller import Conflict, Controller, ControllerConfig, JobRuntime, SyncReport
+from paralleljob.controller import (
+    Clock,
+    Conflict,
+    Controller,
+    ControllerConfig,
+    JobRuntime,
+    SyncReport,
+)
 from paralleljob.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
@@ -795,7 +802,11 @@ def test_duration_only_writes_wait_while_the_api_client_is_busy() -> None:
 def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> None:
     async def scenario() -> None:
         busy, idle = FakeApi(_job("u-progress")), FakeApi(_job("u-idle"))
-        controller = _controller(busy, status_batch_seconds=0.0, progress_write_qps=0.5)
+        config = ControllerConfig(
+            sync_batch_seconds=0.0, status_batch_seconds=0.0, progress_write_qps=0.5
+        )
+        # Held mid-slot: the busy job's first progress write is due now, its next one not.
+        controller = Controller(busy, FakeRecorder(), config, clock=Clock(monotonic=lambda: 1001.0))
         busy_rt, idle_rt = JobRuntime(busy.job), JobRuntime(idle.job)
         for api, rt in ((busy, busy_rt), (idle, idle_rt)):
             controller.api = api

@@ -7,7 +7,7 @@ import asyncio
 
 from paralleljob import constants as c
 from paralleljob.api import ApiError
-from paralleljob.events import EventRecorder, JobRef, SpamFilter
+from paralleljob.events import SPARE_BUDGET_POLL_SECONDS, EventRecorder, JobRef, SpamFilter
 
 from .fake_api import FakeApi, JsonDict
 
@@ -81,3 +81,23 @@ def test_an_event_the_sink_refuses_is_dropped_and_the_next_still_posted() -> Non
         return sink.events
 
     assert [e["message"] for e in asyncio.run(post())] == ["Created pod: b"]
+
+
+def test_an_event_waits_while_the_rate_limited_client_is_busy() -> None:
+    async def post() -> None:
+        sink = FakeApi(SINK_JOB)
+        sink.busy = True
+        recorder = EventRecorder(sink, workers=1)
+        recorder.record(JOB, "Normal", "SuccessfulCreate", "Created pod: a")
+        # Held back: the worker has taken the event and polls for room, posting nothing.
+        async with asyncio.timeout(5):
+            while not recorder._queue.empty():
+                await asyncio.sleep(0.001)
+        await asyncio.sleep(3 * SPARE_BUDGET_POLL_SECONDS)
+        assert sink.calls == []
+        sink.busy = False
+        await _calls(sink, 1)
+        await recorder.close()
+        assert [e["message"] for e in sink.events] == ["Created pod: a"]
+
+    asyncio.run(post())
