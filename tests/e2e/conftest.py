@@ -68,7 +68,12 @@ class Operator:
     def __init__(self, namespace: str, log_dir: Path, env: dict[str, str]) -> None:
         self.namespace = namespace
         self.log_dir = log_dir
-        self.env = env
+        # The kubernetes client writes a kubeconfig's embedded certificates to temp files
+        # and deletes them at exit, which a SIGKILLed operator never reaches: its files
+        # stay in the test's directory, not in /tmp.
+        tmp_dir = log_dir / "tmp"
+        tmp_dir.mkdir(parents=True, exist_ok=True)
+        self.env = {**env, "TMPDIR": str(tmp_dir)}
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.port = _free_port()
