@@ -254,6 +254,7 @@ class Run:
             if not self.quick:  # a checkpoint, should the run be interrupted
                 self.write(show=False)
         await bench.wait_deletions()
+        bench.count_late_events(r for rs in self.rounds.values() for r in rs)
 
     def metadata(self) -> dict[str, Any]:
         return {

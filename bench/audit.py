@@ -85,6 +85,22 @@ def by_user(counts: Mapping[CallKey, int], user: str) -> dict[str, int]:
     return {f"{k.verb} {k.resource}": n for k, n in sorted(counts.items()) if k.user == user}
 
 
+#: What a late call's key says after its verb and resource.
+AFTER_THE_ROUND = "(after the round)"
+
+
+def late_events(counts: Mapping[CallKey, int], user: str) -> dict[str, int]:
+    """``user``'s calls on Events in ``counts`` (counted after a round's window), keyed
+    as :func:`by_user` keys them and marked :data:`AFTER_THE_ROUND`. A controller's event
+    recorder may post a round's Events long after its jobs finished (client-go's does
+    when the controller's QPS holds it back): they are API calls of that round too."""
+    return {
+        f"{k.verb} {k.resource} {AFTER_THE_ROUND}": n
+        for k, n in sorted(counts.items())
+        if k.user == user and k.resource == "events"
+    }
+
+
 @dataclass(frozen=True)
 class _Position:
     inode: int

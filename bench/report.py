@@ -169,6 +169,21 @@ def calls_table(rounds: Sequence[Round], scenario: str) -> list[str]:
     return lines
 
 
+def calls_tables(rounds: Sequence[Round]) -> list[str]:
+    """A :func:`calls_table` for each scenario whose rounds finished pods, in run order;
+    Events posted after their round are marked so."""
+    scenarios = dict.fromkeys(r.scenario for r in rounds if r.error is None and r.finished_pods)
+    out: list[str] = []
+    for scenario in scenarios:
+        out += [
+            f"API calls per finished pod, {scenario}, by verb and resource (audit log):",
+            "",
+            *calls_table(rounds, scenario),
+            "",
+        ]
+    return out
+
+
 # ---------------------------------------------------------------- targets
 
 
@@ -445,10 +460,7 @@ def markdown(
             "",
             *results_table(summaries[name], sizes),
             "",
-            "API calls per finished pod, scenario 1, by verb and resource (audit log):",
-            "",
-            *calls_table(rounds[name], "s1"),
-            "",
+            *calls_tables(rounds[name]),
         ]
         failed = [r for r in rounds[name] if r.error]
         if failed:

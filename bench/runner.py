@@ -7,7 +7,7 @@ import asyncio
 import secrets
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -64,12 +64,28 @@ class Round:
     usage: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
     error: str | None = None
+    #: Where the round ran, and when its audit window ended (None: nothing counted).
+    namespace: str = ""
+    window_end: datetime | None = None
+
+    def add_late_events(self, lines: Iterable[str], now: datetime) -> None:
+        """Counts the Events the round's controller posted about it after its window
+        (``lines``: the audit log since the window ended, or more), once."""
+        if self.window_end is None:
+            return
+        counts = audit.count_events(
+            lines, self.window_end, now, users=[USERS[self.arm]], namespace=self.namespace
+        )
+        self.calls.update(audit.late_events(counts, USERS[self.arm]))
+        self.calls_per_pod = calls_per_pod(self.calls, self.finished_pods)
+        self.window_end = None
 
     def to_json(self) -> dict[str, Any]:
         return {
             "scenario": self.scenario,
             "arm": self.arm.value,
             "round": self.index,
+            "namespace": self.namespace,
             "metrics": self.metrics,
             "calls": self.calls,
             "calls_per_pod": self.calls_per_pod,
@@ -97,6 +113,8 @@ class Bench:
         self._deleting: list[str] = []
         self.started = time.monotonic()
         self.audit_log = CLUSTER_DIR / "logs" / "audit.log"
+        #: The whole run's audit log, for the Events posted after their round.
+        self.run_audit = audit.AuditCursor(self.audit_log)
         self._operator_container = ""
 
     def log(self, message: str) -> None:
@@ -178,6 +196,13 @@ class Bench:
         await self._wait_gone(name)
         self.log(f"  namespace {name} deleted in {time.monotonic() - started:.1f}s")
 
+    def count_late_events(self, rounds: Iterable[Round]) -> None:
+        """Adds to each round the Events its controller posted about it after its
+        window, up to now: the end of the run."""
+        lines, now = self.run_audit.lines(), datetime.now(UTC)
+        for r in rounds:
+            r.add_late_events(lines, now)
+
     async def wait_deletions(self) -> None:
         """Waits for the namespaces whose deletion was deferred to be gone."""
         while self._deleting:
@@ -230,14 +255,12 @@ class Bench:
                     result.metrics = outcome.metrics
                     result.series = outcome.series
                     result.usage = usage.summary()
+                    window_end = datetime.now(UTC)
                     counts = audit.count_events(
-                        cursor.lines(),
-                        window_start,
-                        datetime.now(UTC),
-                        users=[USERS[arm]],
-                        namespace=ns,
+                        cursor.lines(), window_start, window_end, users=[USERS[arm]], namespace=ns
                     )
                     result.calls = audit.by_user(counts, USERS[arm])
+                    result.namespace, result.window_end = ns, window_end
                     result.finished_pods = outcome.finished_pods
                     result.calls_per_pod = calls_per_pod(result.calls, outcome.finished_pods)
                 except (RoundFailed, ApiError, ValueError) as exc:

@@ -1,4 +1,4 @@
-"""The pure parts of the bench: audit counting, its log cursor, and the statistics."""
+"""The pure parts of the bench: audit counting, its log cursor, late Events, and the statistics."""
 
 from __future__ import annotations
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from bench import audit
-from bench.runner import calls_per_pod
+from bench.runner import Round, calls_per_pod
 from bench.stats import Spread, percentile, window_rate
+from bench.workloads import Arm
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T1 = datetime(2026, 1, 1, 12, 1, 0, tzinfo=UTC)
@@ -111,3 +112,24 @@ def test_calls_per_pod_leave_out_watches() -> None:
     calls = {"create pods": 10, "patch pods": 10, "watch pods": 3}
     assert calls_per_pod(calls, 10) == 2.0
     assert calls_per_pod(calls, 0) is None
+
+
+def test_a_rounds_late_events_count_once_and_only_events_of_its_controller() -> None:
+    r = Round("s2", Arm.BUILTIN, 1, calls={"create pods": 10, "create events": 4})
+    r.finished_pods = 10
+    r.namespace, r.window_end = "ns", T0
+    lines = [
+        event("create", "events", user=audit.JOB_CONTROLLER),
+        event("create", "events", user=audit.JOB_CONTROLLER, at="2026-01-01T11:59:59.000000Z"),
+        event("create", "events", user=audit.JOB_CONTROLLER, namespace="other"),
+        event("create", "events", user=audit.OPERATOR),
+        event("delete", "pods", user=audit.JOB_CONTROLLER),  # the namespace's deletion
+    ]
+    r.add_late_events(lines, T1)
+    r.add_late_events(lines, T1)
+    assert r.calls == {
+        "create pods": 10,
+        "create events": 4,
+        f"create events {audit.AFTER_THE_ROUND}": 1,
+    }
+    assert r.calls_per_pod == 1.5
