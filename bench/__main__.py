@@ -19,6 +19,7 @@ from . import ceiling, lock, plots, report
 from .environment import (
     DEFAULTS,
     SETTINGS,
+    OverriddenConfig,
     Setting,
     deploy_operator,
     git_commit,
@@ -310,7 +311,7 @@ async def run(args: argparse.Namespace) -> int:
         try:
             async with lock.exclusive(kube):
                 await this.execute(bench)
-        except lock.BenchBusy as exc:
+        except (lock.BenchBusy, OverriddenConfig) as exc:
             print(f"bench: error: {exc}", file=sys.stderr)
             return 1
     this.write()

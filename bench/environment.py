@@ -62,7 +62,11 @@ def deploy_operator(setting: Setting, image: str | None) -> None:
 
 
 async def operator_deployment(kube: Kube) -> dict[str, Any]:
-    """The deployed operator's image and the configuration it runs with (its ConfigMap)."""
+    """The deployed operator's image and the configuration it runs with (its ConfigMap).
+
+    Raises OverriddenConfig when the container's own env overrides a ConfigMap key (a
+    ``kubectl set env`` left behind: server-side apply keeps another manager's fields),
+    since the operator would then not run with the setting the results name."""
     deployment = await kube.get(
         f"/apis/apps/v1/namespaces/{SYSTEM_NAMESPACE}/deployments/paralleljob-operator"
     )
@@ -73,7 +77,21 @@ async def operator_deployment(kube: Kube) -> dict[str, Any]:
         if name:
             cm = await kube.get(f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/configmaps/{name}")
             config.update(cm.get("data") or {})
+    overridden = {
+        e["name"]: e.get("value") for e in container.get("env") or [] if e["name"] in config
+    }
+    if overridden:
+        shown = " ".join(f"{k}={v}" for k, v in sorted(overridden.items()))
+        unset = " ".join(f"{k}-" for k in sorted(overridden))
+        raise OverriddenConfig(
+            f"the operator's Deployment sets {shown} in its env, over its ConfigMap: remove it "
+            f"(kubectl -n {SYSTEM_NAMESPACE} set env deploy/paralleljob-operator {unset})"
+        )
     return {"image": container["image"], "config": config}
+
+
+class OverriddenConfig(RuntimeError):
+    """The deployed operator does not run with its ConfigMap's configuration."""
 
 
 def versions() -> dict[str, str]:
