@@ -279,9 +279,77 @@ def valid_specs(draw: st.DrawFn, *, patch_base: bool = False) -> Json:
     }
     # None: absent; DELETE: sent as an explicit null.
     spec = {k: (None if v is DELETE else v) for k, v in spec.items() if v is not None}
+    # True first: hypothesis leans to a strategy's first, simplest value.
+    if not patch_base and draw(st.sampled_from([True, False])):
+        spec = draw(with_policies(spec))
     if not bounded(without_nulls(spec)):
         # Failing pods and a large backoffLimit: keep the failure quick.
         spec["backoffLimit"] = draw(st.integers(0, 3))
+    return spec
+
+
+#: The exit code of a failing template's pods (kwok_template's exit_code).
+FAILING_EXIT_CODE = 1
+
+
+def _pod_failure_rules(per_index: bool) -> st.SearchStrategy[Json]:
+    """Rules the API accepts. None ignores a failing pod's exit code: an ignored failure
+    is replaced without being counted, for ever, as a Job's would be."""
+    fails: Json = {"operator": "In", "values": [FAILING_EXIT_CODE]}
+    rules: list[Json] = [
+        {"action": "FailJob", "onExitCodes": fails},
+        {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": [0]}},
+        {"action": "Count", "onExitCodes": fails},
+        {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [2, 3]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+    ]
+    if per_index:
+        rules.append({"action": "FailIndex", "onExitCodes": fails})
+    return st.sampled_from(rules)
+
+
+def _success_rules(completions: int) -> st.SearchStrategy[Json]:
+    """Rules the API accepts for an Indexed job of ``completions`` (at least 1)."""
+    count = st.integers(1, completions)
+    every = "0" if completions == 1 else f"0-{completions - 1}"  # an interval's ends differ
+    return st.one_of(
+        st.just({"succeededIndexes": "0"}),
+        st.builds(lambda n: {"succeededCount": n}, count),
+        st.builds(lambda n: {"succeededIndexes": every, "succeededCount": n}, count),
+    )
+
+
+@st.composite
+def with_policies(draw: st.DrawFn, spec: Json) -> Json:
+    """``spec`` with the rest of batch/v1 (issue 12) in combinations the API accepts:
+    Indexed completion with per-index back-off and a success policy, a pod failure
+    policy, a pod replacement policy. Runs stay bounded: at most MAX_PODS indexes."""
+    spec = copy.deepcopy(spec)
+    per_index = False
+    if draw(st.sampled_from([True, False])):
+        completions = draw(st.integers(1, MAX_PODS))
+        spec.update(completionMode="Indexed", completions=completions)
+        if not isinstance(spec.get("parallelism"), int) or spec["parallelism"] > MAX_PODS:
+            spec["parallelism"] = draw(st.integers(0, MAX_PODS))
+        limit = draw(st.sampled_from([None, 0, 1]))
+        if limit is not None:
+            per_index = True
+            spec["backoffLimitPerIndex"] = limit
+            if draw(st.booleans()):
+                spec["maxFailedIndexes"] = draw(st.integers(0, completions))
+        if draw(st.booleans()):
+            spec["successPolicy"] = {"rules": [draw(_success_rules(completions))]}
+    elif draw(st.booleans()):
+        spec["completionMode"] = "NonIndexed"
+    replacement = ["Failed"]
+    if draw(st.booleans()):
+        spec["template"]["spec"]["restartPolicy"] = "Never"
+        rules = st.lists(_pod_failure_rules(per_index), min_size=1, max_size=2, unique_by=str)
+        spec["podFailurePolicy"] = {"rules": draw(rules)}
+    elif not per_index:
+        replacement.append("TerminatingOrFailed")
+    if draw(st.booleans()):
+        spec["podReplacementPolicy"] = draw(st.sampled_from(replacement))
     return spec
 
 
@@ -305,6 +373,13 @@ def valid_names(draw: st.DrawFn) -> str:
         head = draw(st.integers(1, size - 2))
         return str(draw(dns_labels(head))) + "." + str(draw(dns_labels(size - head - 1)))
     return str(draw(dns_labels(size)))
+
+
+def indexed_pod_name_base(name: str, completions: int) -> str:
+    """``name`` cut so that an Indexed job's pod hostnames, ``<name>-<index>``, are DNS
+    labels (no dots, at most 63 characters), as the API requires of such a job."""
+    base = name.replace(".", "-")[: MAX_NAME - 1 - len(str(max(completions - 1, 0)))]
+    return base.rstrip("-")
 
 
 def job_body(name: str, spec: Json) -> Json:
@@ -494,14 +569,21 @@ def refused_defects() -> st.SearchStrategy[Defect]:
 def creations(draw: st.DrawFn) -> Example:
     """A job body: valid (a third), with a defect only pod validation sees (a sixth), or
     with one or two defects the API must refuse (half)."""
-    body = job_body(draw(valid_names()), draw(valid_specs()))
+    spec = draw(valid_specs())
+    name = draw(valid_names())
+    if spec.get("completionMode") == "Indexed":
+        name = indexed_pod_name_base(name, spec["completions"])
+    body = job_body(name, spec)
     kind = draw(st.sampled_from(["valid", "refused", "pod", "refused", "valid", "refused"]))
     if kind == "valid":
         return Example(body)
     if kind == "pod":
         # A job that wants pods, so that their refusal shows.
         wanting: Json = {"suspend": False, "parallelism": draw(st.integers(1, MAX_PODS))}
-        wanting["completions"] = draw(st.none() | st.integers(1, MAX_PODS))
+        if body["spec"].get("completionMode") == "Indexed":  # its completions are required
+            wanting["completions"] = body["spec"]["completions"]
+        else:
+            wanting["completions"] = draw(st.none() | st.integers(1, MAX_PODS))
         body["spec"].update(wanting)
         defect = draw(pod_defects())
         return Example(with_defects(body, [defect]), (defect,))

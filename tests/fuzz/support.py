@@ -21,6 +21,16 @@ TRACEBACK = "Traceback (most recent call last)"
 #: How long an accepted example may take to reach its terminal or steady state.
 SETTLE_SECONDS = 60.0
 
+#: Why a valid job may fail: its back-off limit, its deadline, its pod failure policy,
+#: its failed indexes (per-index back-off), too many of them.
+FAILED_REASONS = (
+    "BackoffLimitExceeded",
+    "DeadlineExceeded",
+    "PodFailurePolicy",
+    "FailedIndexes",
+    "MaxFailedIndexesExceeded",
+)
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -137,12 +147,16 @@ def _terminal(obj: Mapping[str, Any]) -> str | None:
     status, spec = obj.get("status") or {}, obj["spec"]
     uncounted = status.get("uncountedTerminatedPods") or {}
     if "Complete" in conditions:
-        _, completions = effective_counts(spec)
-        wanted = 1 if completions is None else completions
-        assert status.get("succeeded", 0) >= wanted, f"Complete with {status}"
+        if conditions["Complete"].get("reason") == "SuccessPolicy":
+            # Met by the indexes it names: fewer than completions may have succeeded.
+            assert "successPolicy" in spec, f"Complete by a success policy without one: {status}"
+        else:
+            _, completions = effective_counts(spec)
+            wanted = 1 if completions is None else completions
+            assert status.get("succeeded", 0) >= wanted, f"Complete with {status}"
     elif "Failed" in conditions:
         reason = conditions["Failed"].get("reason")
-        assert reason in ("BackoffLimitExceeded", "DeadlineExceeded"), f"Failed: {reason}"
+        assert reason in FAILED_REASONS, f"Failed: {reason}"
     else:
         return None
     assert not uncounted.get("succeeded") and not uncounted.get("failed"), status

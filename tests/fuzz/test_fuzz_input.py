@@ -84,6 +84,25 @@ EXPLICIT = [
             },
         )
     ),
+    Example(
+        job_body(
+            "failed-indexes",
+            {
+                "completionMode": "Indexed",
+                "completions": 3,
+                "parallelism": 3,
+                "backoffLimitPerIndex": 0,
+                "maxFailedIndexes": 1,
+                "podFailurePolicy": {
+                    "rules": [
+                        {"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [1]}}
+                    ]
+                },
+                "successPolicy": {"rules": [{"succeededIndexes": "0"}]},
+                "template": kwok_template("0s", exit_code=1),  # restartPolicy Never
+            },
+        )
+    ),
 ]
 
 

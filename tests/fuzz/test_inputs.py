@@ -34,6 +34,9 @@ def test_an_example_is_refused_with_a_name_or_runs_bounded(ex: Example) -> None:
     assert 1 <= len(ex.name) <= MAX_NAME
     spec = without_nulls(ex.spec_after())
     assert bounded(spec), spec
+    if spec.get("completionMode") == "Indexed":
+        hostname = f"{ex.name}-{spec['completions'] - 1}"
+        assert len(hostname) <= MAX_NAME and "." not in hostname, hostname
     if ex.pod_refused:
         assert ex.patch is None and pods_wanted(spec)
 
