@@ -71,9 +71,8 @@ class Operator:
         # The kubernetes client writes a kubeconfig's embedded certificates to temp files
         # and deletes them at exit, which a SIGKILLed operator never reaches: its files
         # stay in the test's directory, not in /tmp.
-        tmp_dir = log_dir / "tmp"
-        tmp_dir.mkdir(parents=True, exist_ok=True)
-        self.env = {**env, "TMPDIR": str(tmp_dir)}
+        self.tmp_dir = log_dir / "tmp"  # made at start: log_dir may not exist yet
+        self.env = {**env, "TMPDIR": str(self.tmp_dir)}
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
         self.port = _free_port()
@@ -90,6 +89,7 @@ class Operator:
         self.metrics_port = _free_port()
         while self.metrics_port == self.port:  # two free ports, not the same one twice
             self.metrics_port = _free_port()
+        self.tmp_dir.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [
