@@ -806,7 +806,8 @@ def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> 
             sync_batch_seconds=0.0, status_batch_seconds=0.0, progress_write_qps=0.5
         )
         # Held mid-slot: the busy job's first progress write is due now, its next one not.
-        controller = Controller(busy, FakeRecorder(), config, clock=Clock(monotonic=lambda: 1001.0))
+        now = [1001.0]
+        controller = Controller(busy, FakeRecorder(), config, clock=Clock(monotonic=lambda: now[0]))
         busy_rt, idle_rt = JobRuntime(busy.job), JobRuntime(idle.job)
         for api, rt in ((busy, busy_rt), (idle, idle_rt)):
             controller.api = api
@@ -828,7 +829,14 @@ def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> 
         report = await controller.sync(idle_rt, idle.pods_of)
         assert [c.method for c in idle.calls[before:]] == [], "no cosmetic write meanwhile"
         assert report.delay == pytest.approx(1.0)
-        controller._release_slots(busy_rt, controller.progress_slots)  # the busy job wrote
+        # The busy job's slots come, one per 2 s: it records its pod, then counts it.
+        controller.api = busy
+        for _ in range(2):
+            now[0] += 2.0
+            busy_rt.offer(copy.deepcopy(busy.job))
+            await controller.sync(busy_rt, busy.pods_of)
+        assert controller.progress_write_waiting() == 0
+        controller.api = idle
         await controller.sync(idle_rt, idle.pods_of)
         assert idle.job["status"]["durationText"] == "60s"
 

@@ -7,7 +7,7 @@ import asyncio
 
 from paralleljob import constants as c
 from paralleljob.api import ApiError
-from paralleljob.events import SPARE_BUDGET_POLL_SECONDS, EventRecorder, JobRef, SpamFilter
+from paralleljob.events import EventRecorder, JobRef, SpamFilter
 
 from .fake_api import FakeApi, JsonDict
 
@@ -84,16 +84,24 @@ def test_an_event_the_sink_refuses_is_dropped_and_the_next_still_posted() -> Non
 
 
 def test_an_event_waits_while_the_rate_limited_client_is_busy() -> None:
+    class BusySink(FakeApi):
+        """Counts how often the recorder asks for room."""
+
+        asked = 0
+
+        def has_spare_budget(self) -> bool:
+            self.asked += 1
+            return super().has_spare_budget()
+
     async def post() -> None:
-        sink = FakeApi(SINK_JOB)
+        sink = BusySink(SINK_JOB)
         sink.busy = True
         recorder = EventRecorder(sink, workers=1)
         recorder.record(JOB, "Normal", "SuccessfulCreate", "Created pod: a")
-        # Held back: the worker has taken the event and polls for room, posting nothing.
+        # Held back: the worker has asked for room again after a refusal, posting nothing.
         async with asyncio.timeout(5):
-            while not recorder._queue.empty():
+            while sink.asked < 3:
                 await asyncio.sleep(0.001)
-        await asyncio.sleep(3 * SPARE_BUDGET_POLL_SECONDS)
         assert sink.calls == []
         sink.busy = False
         await _calls(sink, 1)
