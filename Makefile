@@ -17,7 +17,7 @@ export KUBECONFIG
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
-prereqs: ## Install the Debian packages the local cluster needs (idempotent)
+prereqs: ## Install every Debian package a target needs (hack/prereqs.txt; idempotent)
 	@hack/install-prereqs.sh
 
 $(VENV)/.installed: pyproject.toml requirements.lock
@@ -28,7 +28,7 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 
 venv: $(VENV)/.installed ## Create .venv with the pinned Python dependencies
 
-build: ## Build the pinned Kubernetes, etcd, kwok and CoreDNS binaries (cached)
+build: ## Build the pinned Kubernetes, etcd, kwok, CoreDNS and kind binaries (cached)
 	@hack/build.sh
 
 cluster: prereqs build ## Start the local cluster; prints its kubeconfig path
@@ -86,31 +86,31 @@ export PJ_USER_KUBECONFIG
 
 .PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down
 
-image: ## Build the operator image (also paralleljob-worker's) with docker (FROM python:3.11-slim)
+image: prereqs ## Build the operator image (also paralleljob-worker's) with docker (FROM python:3.11-slim)
 	@hack/image.sh
 
-image-local: ## Build the same image on a Debian-assembled base, no registry needed
+image-local: prereqs ## Build the same image on a Debian-assembled base, no registry needed
 	@hack/image.sh --local
 
-deploy: ## kind: create the cluster if missing, build, kind load, apply manifests/, wait
+deploy: prereqs build ## kind: create the cluster if missing, build, kind load, apply manifests/, wait
 	@hack/deploy.sh kind
 
-deploy-local: ## Local cluster: build on Debian's dockerd, import into the node, apply, wait
+deploy-local: prereqs build ## Local cluster: build on Debian's dockerd, import into the node, apply, wait
 	@hack/deploy.sh local
 
-undeploy: ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, else kind)
+undeploy: build ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, else kind)
 	@hack/undeploy.sh
 
-demo: ## The four seed workloads, operator in-cluster, work queues on Redis (DEMO_CLUSTER=kind for kind)
+demo: prereqs build ## The four seed workloads, operator in-cluster, work queues on Redis (DEMO_CLUSTER=kind for kind)
 	@hack/demo.sh
 
-keda: ## KEDA v2.21.0 for autoscaling: local: built from the Go module proxy; kind: its released manifests
+keda: prereqs build ## KEDA v2.21.0 for autoscaling: manifests from its Go module; images built here (local) or pulled (kind)
 	@hack/keda.sh up
 
-keda-down: ## Remove KEDA (local, else kind)
+keda-down: build ## Remove KEDA (local, else kind)
 	@hack/keda.sh down
 
-docker-down: ## Stop the docker engine hack/dockerd.sh started (by its PID file)
+docker-down: prereqs ## Stop the docker engine hack/dockerd.sh started (by its PID file)
 	@hack/dockerd.sh stop
 
 # --- kind without a registry (hack/kind.sh, hack/kind/): the node image built here,
@@ -123,13 +123,13 @@ kind-image: prereqs ## Build kind's node image here (cached): kubeadm, images an
 kind-up: prereqs ## Create the kind cluster from that image (KIND_CLUSTER_NAME, default paralleljob); prints its kubeconfig
 	@hack/kind.sh up
 
-kind-smoke: ## A busybox pod on that cluster must resolve and reach the kubernetes Service
+kind-smoke: prereqs ## A busybox pod on that cluster must resolve and reach the kubernetes Service
 	@hack/kind.sh smoke
 
-kind-down: ## Delete that kind cluster
+kind-down: prereqs ## Delete that kind cluster
 	@hack/kind.sh down
 
-kind-off: ## Delete that kind cluster and stop kind's docker engine (by its PID file)
+kind-off: prereqs ## Delete that kind cluster and stop kind's docker engine (by its PID file)
 	@hack/kind.sh off
 
 # --- Benchmark (bench/, docs/benchmark.md): the local cluster only (audit log, /proc),
@@ -137,10 +137,10 @@ kind-off: ## Delete that kind cluster and stop kind's docker engine (by its PID 
 .PHONY: bench bench-quick
 LOCAL_CLUSTER_UP = kubectl --kubeconfig .cluster/kubeconfig version >/dev/null 2>&1 || $(MAKE) --no-print-directory cluster
 
-bench: venv ## Benchmark against the built-in Job controller (hours; BENCH_QUICK=1: minutes)
+bench: prereqs build venv ## Benchmark against the built-in Job controller (hours; BENCH_QUICK=1: minutes)
 	@$(LOCAL_CLUSTER_UP)
 	$(PYTHON) -m bench
 
-bench-quick: venv ## The benchmark scaled down: every scenario once, the API budget in scenario 1 only (a smoke test, ~2 minutes)
+bench-quick: prereqs build venv ## The benchmark scaled down: every scenario once, the API budget in scenario 1 only (a smoke test, ~2 minutes)
 	@$(LOCAL_CLUSTER_UP)
 	$(PYTHON) -m bench --quick

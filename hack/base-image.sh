@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Assembles the local stand-in for python:3.11-slim from Debian packages, for
 # machines that reach apt but no container registry:
-#   debootstrap (minbase) + Debian's python3 (3.11 on bookworm) + python3-venv,
+#   debootstrap (minbase, from the mirror of the machine's apt sources or
+#   PJ_DEBIAN_MIRROR) + Debian's python3 (3.11 on bookworm) + python3-venv,
 #   the machine's CA bundle (so `pip install` inside an unmodified Dockerfile
 #   verifies TLS as the host does), imported with `docker import`.
 #
-# The result is cached, keyed by every input (this script, suite, mirror,
+# The result is cached, keyed by every input (this script, suite,
 # packages, CA bundle): the rootfs tarball under $CACHE_DIR/base-image/ and
 # the image in the docker engine as paralleljob-base:<key>. Prints the image
 # reference on stdout; everything else goes to stderr.
@@ -14,7 +15,6 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SUITE=${PJ_BASE_SUITE:-bookworm}
-MIRROR=${PJ_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 PACKAGES=python3,python3-venv
 CA_BUNDLE=${PJ_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 DOCKER_CLI=${PJ_DOCKER_CLI:-/usr/bin/docker}
@@ -23,7 +23,7 @@ DOCKER_CLI=${PJ_DOCKER_CLI:-/usr/bin/docker}
 [ -r "$CA_BUNDLE" ] || die "CA bundle $CA_BUNDLE not readable (set PJ_CA_BUNDLE)"
 key=$({
   sha256sum "${BASH_SOURCE[0]}" | cut -d' ' -f1
-  echo "$SUITE $MIRROR $PACKAGES"
+  echo "$SUITE $PACKAGES"
   sha256sum "$CA_BUNDLE" | cut -d' ' -f1
 } | sha256sum | cut -c1-12)
 IMAGE=paralleljob-base:$key
@@ -36,7 +36,7 @@ if "$DOCKER_CLI" image inspect "$IMAGE" >/dev/null 2>&1; then
 fi
 
 if [ ! -s "$TARBALL" ]; then
-  require_cmd debootstrap "apt-get install -y debootstrap"
+  require_cmd debootstrap "run 'make prereqs' (hack/install-prereqs.sh)"
   start=$SECONDS
   mkdir -p "$CACHE"
   work=$(mktemp -d "$CACHE/build.XXXXXX")
@@ -46,8 +46,9 @@ if [ ! -s "$TARBALL" ]; then
     rm -rf --one-file-system "$work"
   }
   trap cleanup EXIT
-  log "base image: debootstrap $SUITE (minbase + $PACKAGES) from $MIRROR"
-  debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$work/rootfs" "$MIRROR" \
+  mirror=$(debian_mirror "$SUITE")
+  log "base image: debootstrap $SUITE (minbase + $PACKAGES) from $mirror"
+  debootstrap --variant=minbase --include="$PACKAGES" "$SUITE" "$work/rootfs" "$mirror" \
     >"$work/debootstrap.log" 2>&1 || { tail -n 30 "$work/debootstrap.log" >&2; die "debootstrap failed"; }
   r=$work/rootfs
   # TLS: the machine's bundle where Debian's OpenSSL and pip look for one.

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds the pinned cluster binaries from the Go module proxy into
 # $CACHE_DIR/<component>-<version>/, skipping any that are already built.
-# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|keda|kind]...
-# (default: etcd kwok coredns kubernetes; keda and kind only when asked for.
-# kind: the kind CLI and what its node image is made of, hack/kind.sh image)
+# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|kind|keda|kind-node]...
+# (default: etcd kwok coredns kubernetes kind; keda and kind-node, what kind's
+# node image is made of (hack/kind.sh image), only when asked for)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-require_cmd go "install Go 1.26 (https://go.dev/dl) and put it on PATH"
+require_cmd go "install Go 1.26 and put it on PATH"
 
 KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubectl)
 
@@ -19,8 +19,7 @@ write_kubernetes_module() {
   local commands=("$@")
   local staging=v0.$minor
   mkdir -p "$dir"
-  curl -fsS "https://proxy.golang.org/k8s.io/kubernetes/@v/${KUBERNETES_VERSION}.mod" -o "$dir/upstream.mod" \
-    || go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" >/dev/null
+  cp "$(go_module_file "k8s.io/kubernetes@$KUBERNETES_VERSION" GoMod)" "$dir/upstream.mod"
   {
     echo "module paralleljob.dev/hack/kubernetes"
     echo "go 1.24.0"
@@ -115,8 +114,7 @@ declare -A KEDA_COMMANDS=([keda]=cmd/operator [keda-adapter]=cmd/adapter)
 write_keda_module() {
   local dir=$1 upstream=$1/upstream.mod local_replaces
   mkdir -p "$dir"
-  curl -fsS "https://proxy.golang.org/$KEDA_MODULE/@v/${KEDA_VERSION}.mod" -o "$upstream" \
-    || cp "$(go mod download -json "$KEDA_MODULE@$KEDA_VERSION" | sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')" "$upstream"
+  cp "$(go_module_file "$KEDA_MODULE@$KEDA_VERSION" GoMod)" "$upstream"
   # One directive per line, block form or not: "replace A v => B v", "exclude A v".
   awk '/^(replace|exclude) \($/ { block = $1; next }
        block && /^\)/ { block = ""; next }
@@ -163,13 +161,15 @@ build_keda() {
   rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
 }
 
-# What kind and its node image need (hack/kind.sh): the kind CLI, kubeadm
-# (kubeadm init/join on the node), crictl (the node's CRI client), and etcd
-# and CoreDNS at exactly the versions kubeadm $KUBERNETES_VERSION deploys
+# The kind CLI: make deploy's (hack/deploy.sh kind) and hack/kind.sh's.
+build_kind() { build_wrapped kind "$KIND_VERSION" sigs.k8s.io/kind sigs.k8s.io/kind kind; }
+
+# What kind's node image is made of (hack/kind.sh image): kubeadm (kubeadm
+# init/join on the node), crictl (the node's CRI client), and etcd and CoreDNS
+# at exactly the versions kubeadm $KUBERNETES_VERSION deploys
 # (KIND_ETCD_VERSION, KIND_COREDNS_VERSION: `kubeadm config images list`),
 # and local-path-provisioner (kind's default storage class).
-build_kind() {
-  build_wrapped kind "$KIND_VERSION" sigs.k8s.io/kind sigs.k8s.io/kind kind
+build_kind_node() {
   build_kube_commands kubeadm kubeadm
   build_wrapped cri-tools "$CRI_TOOLS_VERSION" sigs.k8s.io/cri-tools sigs.k8s.io/cri-tools/cmd/crictl crictl \
     "-X sigs.k8s.io/cri-tools/pkg/version.Version=$CRI_TOOLS_VERSION"
@@ -180,12 +180,12 @@ build_kind() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(etcd kwok coredns kubernetes)
+[ ${#targets[@]} -eq 0 ] && targets=(etcd kwok coredns kubernetes kind)
 total=$SECONDS
 for target in "${targets[@]}"; do
   case $target in
-    kubernetes|etcd|kwok|coredns|keda|kind) "build_$target" ;;
-    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, keda or kind)" ;;
+    kubernetes | etcd | kwok | coredns | kind | keda | kind-node) "build_${target//-/_}" ;;
+    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, kind, keda or kind-node)" ;;
   esac
 done
 log "all requested components ready in $((SECONDS - total))s (cache: $CACHE_DIR)"

@@ -31,9 +31,9 @@ start=$SECONDS
 if [ "$mode" = kind ]; then
   ! kind_here_wanted || use_kind_here
   missing=0
-  type -P docker >/dev/null || { missing=1; echo "error: 'docker' is missing: install Docker Engine or Docker Desktop, https://docs.docker.com/engine/install/" >&2; }
-  type -P kind >/dev/null || { missing=1; echo "error: 'kind' is missing: go install sigs.k8s.io/kind@v0.33.0 (or see https://kind.sigs.k8s.io/docs/user/quick-start/#installation)" >&2; }
-  type -P kubectl >/dev/null || { missing=1; echo "error: 'kubectl' is missing: see https://kubernetes.io/docs/tasks/tools/ (or run make build, which builds the pinned one)" >&2; }
+  type -P docker >/dev/null || { missing=1; echo "error: 'docker' is missing: run 'make prereqs' (Debian's docker.io), or install Docker Engine" >&2; }
+  type -P kind >/dev/null || { missing=1; echo "error: 'kind' is missing: run 'make build' (builds the pinned kind $KIND_VERSION)" >&2; }
+  type -P kubectl >/dev/null || { missing=1; echo "error: 'kubectl' is missing: run 'make build' (builds the pinned kubectl)" >&2; }
   [ $missing = 0 ] || exit 1
   use_cluster kind
   docker info >/dev/null 2>&1 || die "docker is installed but its engine does not answer (is the Docker daemon running? may this user use it?)"

@@ -50,7 +50,7 @@ start() {
   local host pid
   if host=$(running_engine); then log "docker engine: reusing $host"; echo "$host"; return; fi
   [ -z "${DOCKER_HOST:-}" ] || die "DOCKER_HOST=$DOCKER_HOST does not answer; unset it to let $0 start dockerd"
-  require_cmd dockerd "install Debian's docker engine: apt-get install -y docker.io"
+  require_cmd dockerd "run 'make prereqs' (hack/install-prereqs.sh: Debian's docker engine)"
   mkdir -p "$DOCKERD_DIR" "$DOCKER_DATA_ROOT"
   if pid=$(our_pid); then die "dockerd $pid (from $PIDFILE) runs but does not answer on $SOCK; see $LOGFILE"; fi
   rm -f "$PIDFILE" "$SOCK"

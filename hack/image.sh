@@ -20,7 +20,6 @@ mode=docker
 
 build_args=()
 if [ "$mode" = local ]; then
-  "$HACK_DIR/install-image-tools.sh"
   host=$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')
   [ -n "$host" ] || die "no docker engine"
   export DOCKER_HOST=$host
@@ -32,7 +31,7 @@ if [ "$mode" = local ]; then
   # Debian's client has BuildKit built in, without the buildx plugin.
   export DOCKER_BUILDKIT=1
 else
-  require_cmd docker "install Docker: https://docs.docker.com/engine/install/"
+  require_cmd docker "run 'make prereqs' (Debian's docker.io), or install Docker Engine"
   DOCKER=docker
   base=${PJ_BASE_IMAGE:-}
 fi

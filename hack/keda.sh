@@ -5,14 +5,14 @@
 #                                   APIService is Available
 #   hack/keda.sh down [local|kind]  remove it
 #
-# local (the default when .cluster/kubeconfig exists): no registry is
-# reachable, so everything comes from the Go module proxy: the binaries
-# (hack/build.sh keda), two images on an empty root named as KEDA's own
-# (ghcr.io/kedacore/keda and keda-metrics-apiserver, tag without the "v"),
-# kept as tarballs in $CACHE_DIR and imported into the node, and the manifests
-# of the module's config/minimal (KEDA's install without admission webhooks)
-# through hack/keda/kustomization.yaml. kind: KEDA's released manifests for
-# the same version (the -core file: also without webhooks).
+# Both install the manifests of the pinned Go module's config/minimal (KEDA's
+# install without admission webhooks) through hack/keda/kustomization.yaml,
+# fetched with the machine's Go configuration (GOPROXY). local (the default
+# when .cluster/kubeconfig exists): no registry is reachable, so the images
+# come from the module too: the binaries (hack/build.sh keda) on an empty
+# root, named as KEDA's own (ghcr.io/kedacore/keda and keda-metrics-apiserver,
+# tag without the "v"), kept as tarballs in $CACHE_DIR and imported into the
+# node. kind: the node pulls those images from KEDA's registry.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/kube-target.sh"
 
@@ -26,12 +26,11 @@ case $mode in local | kind) ;; *) die "usage: $0 up|down [local|kind]" ;; esac
 use_cluster "$mode"
 
 TAG=${KEDA_VERSION#v}
-RELEASE_URL=https://github.com/kedacore/keda/releases/download/$KEDA_VERSION/keda-$TAG-core.yaml
 IMAGES=(keda keda-metrics-apiserver)
 STORE=$CACHE_DIR/images/keda-$KEDA_VERSION
 start=$SECONDS
 
-module_dir() { go mod download -json "github.com/kedacore/keda/v2@$KEDA_VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p'; }
+module_dir() { go_module_file "github.com/kedacore/keda/v2@$KEDA_VERSION" Dir; }
 
 # binary_of IMAGE: the binary hack/build.sh builds for it.
 binary_of() { case $1 in keda) echo keda ;; keda-metrics-apiserver) echo keda-adapter ;; esac; }
@@ -73,8 +72,8 @@ load_images() {
   done
 }
 
-# KEDA's manifests for the local cluster, on stdout.
-local_manifests() {
+# KEDA's manifests, on stdout.
+manifests() {
   local work status=0
   work=$(mktemp -d)
   cp -r "$(module_dir)/config" "$work/config"
@@ -95,10 +94,8 @@ up() {
   if [ "$mode" = local ]; then
     build_images
     load_images
-    local_manifests | kubectl apply --server-side -f - >&2
-  else
-    kubectl apply --server-side -f "$RELEASE_URL" >&2
   fi
+  manifests | kubectl apply --server-side -f - >&2
   wait_ready
   log "keda $KEDA_VERSION: ready on the $mode cluster in $((SECONDS - start))s"
 }
@@ -126,11 +123,7 @@ remove_scaled_resources() {
 
 down() {
   remove_scaled_resources
-  if [ "$mode" = local ]; then
-    local_manifests | kubectl delete --ignore-not-found --wait=true --timeout=300s -f - >&2
-  else
-    kubectl delete --ignore-not-found --wait=true --timeout=300s -f "$RELEASE_URL" >&2
-  fi
+  manifests | kubectl delete --ignore-not-found --wait=true --timeout=300s -f - >&2
   log "keda: removed from the $mode cluster in $((SECONDS - start))s"
 }
 

@@ -70,7 +70,6 @@ KUBE_BIN=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin
 # the containerd sandbox image must be that one, preloaded.
 PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
 SUITE=bookworm
-MIRROR=${PJ_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # kind's images/base/Dockerfile package list, less nfs-common and open-iscsi
 # (networked storage; not needed here) and fuse-overlayfs (rootless only);
 # plus Debian's container runtime in place of kind's own builds.
@@ -85,9 +84,7 @@ kind_() {
 }
 
 kind_module_dir() {
-  [ -n "$KIND_MODULE_DIR" ] || KIND_MODULE_DIR=$(cd /tmp && go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" \
-    | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  [ -d "$KIND_MODULE_DIR" ] || die "sigs.k8s.io/kind@$KIND_VERSION: not in the module cache"
+  [ -n "$KIND_MODULE_DIR" ] || KIND_MODULE_DIR=$(go_module_file "sigs.k8s.io/kind@$KIND_VERSION" Dir)
   echo "$KIND_MODULE_DIR"
 }
 
@@ -108,7 +105,7 @@ kind_dockerd() {
   if dockerd_pid >/dev/null && answers; then return; fi
   local pid
   if pid=$(dockerd_pid); then die "dockerd $pid (from $KIND_DOCKERD_PIDFILE) runs but does not answer on $KIND_DOCKER_SOCK"; fi
-  require_cmd dockerd "apt-get install -y docker.io"
+  require_cmd dockerd "run 'make prereqs' (hack/install-prereqs.sh)"
   # The wrapper runs from the cache, not from this checkout, which may move.
   install -m 0755 "$HACK_DIR/kind/runc-wrapper" "$KIND_DOCKERD_DIR/runc-wrapper"
   rm -f "$KIND_DOCKERD_PIDFILE" "$KIND_DOCKER_SOCK"
@@ -167,14 +164,16 @@ key() {
 # debootstrap's output alone (the slow part), keyed by suite, mirror, packages.
 debootstrap_tarball() {
   local out
-  out=$CACHE_DIR/kind-base/debootstrap-$SUITE-$(key "$SUITE" "$MIRROR" "$BASE_PACKAGES").tar
+  out=$CACHE_DIR/kind-base/debootstrap-$SUITE-$(key "$SUITE" "$BASE_PACKAGES").tar
   if [ ! -s "$out" ]; then
-    require_cmd debootstrap "apt-get install -y debootstrap"
+    require_cmd debootstrap "run 'make prereqs' (hack/install-prereqs.sh)"
     local work start=$SECONDS
     mkdir -p "$CACHE_DIR/kind-base"
     work=$(mktemp -d "$CACHE_DIR/kind-base/build.XXXXXX")
-    log "kind base: debootstrap $SUITE (minbase + $BASE_PACKAGES)"
-    if ! debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$work/rootfs" "$MIRROR" >"$work/log" 2>&1; then
+    local mirror
+    mirror=$(debian_mirror "$SUITE")
+    log "kind base: debootstrap $SUITE (minbase + $BASE_PACKAGES) from $mirror"
+    if ! debootstrap --variant=minbase --include="$BASE_PACKAGES" "$SUITE" "$work/rootfs" "$mirror" >"$work/log" 2>&1; then
       tail -n 30 "$work/log" >&2
       cleanup_rootfs "$work"
       die "debootstrap failed"
@@ -321,8 +320,7 @@ release_tarball() {
 
 # Prints the node image's name, building it when missing.
 node_image() {
-  "$HACK_DIR/install-image-tools.sh" >&2
-  "$HACK_DIR/build.sh" kubernetes kind >&2
+  "$HACK_DIR/build.sh" kubernetes kind kind-node >&2
   kind_dockerd
   local base tarball image
   base=$(base_image)

@@ -16,8 +16,9 @@ KIND_CLUSTER_NAME_SET=${KIND_CLUSTER_NAME:+1}
 KIND_CLUSTER_NAME=${KIND_CLUSTER_NAME:-paralleljob}
 export PJ_SYSTEM_NAMESPACE=paralleljob-system
 KUBE_CONTEXT=
-# The pinned kubectl first (as in the Makefile), even before make build made it.
-PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:$PATH
+# The pinned kubectl and kind first (kubectl as in the Makefile), even before
+# make build made them.
+PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:$CACHE_DIR/kind-$KIND_VERSION/bin:$PATH
 
 kubectl() { command kubectl ${KUBE_CONTEXT:+--context "$KUBE_CONTEXT"} "$@"; }
 

@@ -21,16 +21,21 @@ require_cmd() {
   command -v "$cmd" >/dev/null 2>&1 || die "'$cmd' is missing: $hint"
 }
 
+deb_installed() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'; }
+
 # apt_install_missing LABEL PACKAGES_ARRAY_NAME
 # Installs the Debian packages of an associative array (package -> why it is
-# needed) that are not installed yet; a second run touches nothing. Without
-# root or apt it fails naming each missing package and why.
+# needed) that are not installed yet; a second run touches nothing. A key
+# "A|B" is satisfied by either package and installs A. Without root or apt it
+# fails naming each missing package and why.
 apt_install_missing() {
   local label=$1
   local -n why=$2
-  local pkg missing=()
-  for pkg in "${!why[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  local entry alternative found missing=() reasons=()
+  for entry in "${!why[@]}"; do
+    found=
+    for alternative in ${entry//|/ }; do deb_installed "$alternative" && found=1; done
+    [ -n "$found" ] || { missing+=("${entry%%|*}"); reasons+=("${why[$entry]}"); }
   done
   if [ ${#missing[@]} -eq 0 ]; then
     log "$label: all Debian packages present"
@@ -39,7 +44,8 @@ apt_install_missing() {
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     {
       echo "error: $label: missing Debian packages, and installing them needs root and apt-get:"
-      for pkg in "${missing[@]}"; do printf '  %-28s %s\n' "$pkg" "${why[$pkg]}"; done
+      local i
+      for i in "${!missing[@]}"; do printf '  %-28s %s\n' "${missing[$i]}" "${reasons[$i]}"; done
       echo "install them as root: apt-get install -y --no-install-recommends ${missing[*]}"
     } >&2
     exit 1
@@ -88,12 +94,67 @@ render() {
   printf '%s' "$text"
 }
 
-# Whether a container registry answers (Docker Hub's, which kind's node image
-# and the Dockerfile's base come from): any HTTP answer, even 401, counts.
+# go_module_file MODULE@VERSION FIELD: a path `go mod download -json` reports
+# for the module (FIELD Dir: its source tree; GoMod: its go.mod), fetched
+# through the machine's Go configuration (GOPROXY, GONOSUMDB, GOFLAGS...).
+go_module_file() {
+  local path
+  path=$(cd "$(mktemp -d)" && go mod download -json "$1" | sed -n "s/^\t\"$2\": \"\(.*\)\",\$/\1/p")
+  [ -e "$path" ] || die "go mod download $1: no $2 (is GOPROXY reachable?)"
+  echo "$path"
+}
+
+# debian_mirror SUITE: the Debian archive debootstrap fetches SUITE from:
+# PJ_DEBIAN_MIRROR if set, else the first URI of the machine's own apt sources
+# (deb822 /etc/apt/sources.list.d/*.sources, or one-line sources.list files)
+# that serves SUITE's main component: the mirror apt itself is configured with.
+debian_mirror() {
+  local suite=$1 uri file sources=()
+  if [ -n "${PJ_DEBIAN_MIRROR:-}" ]; then echo "$PJ_DEBIAN_MIRROR"; return; fi
+  for file in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -r "$file" ] && sources+=("$file")
+  done
+  uri=$(awk -v suite="$suite" '
+    function flush() {
+      if (types ~ /(^| )deb( |$)/ && (" " suites " ") ~ (" " suite " ") && (" " comps " ") ~ / main / && uris != "") {
+        split(uris, u, " "); print u[1]; found = 1; exit
+      }
+      types = suites = comps = uris = ""
+    }
+    FNR == 1 { flush() }
+    FILENAME ~ /\.sources$/ {
+      if ($0 ~ /^[ \t]*$/) { flush(); next }
+      if ($0 ~ /^#/) next
+      field = tolower($1); sub(/:$/, "", field); $1 = ""; sub(/^ +/, "")
+      if (field == "types") types = $0; else if (field == "suites") suites = $0
+      else if (field == "components") comps = $0; else if (field == "uris") uris = $0
+      next
+    }
+    FILENAME ~ /\.list$/ && $1 == "deb" {
+      i = 2; if ($i ~ /^\[/) { while ($i !~ /\]$/) i++; i++ }
+      if ($(i + 1) != suite) next
+      for (j = i + 2; j <= NF; j++) if ($j == "main") { print $i; found = 1; exit }
+    }
+    END { if (!found) flush() }
+  ' "${sources[@]}" /dev/null)
+  [ -n "$uri" ] || die "no apt source for Debian $suite main on this machine: set PJ_DEBIAN_MIRROR to a Debian mirror's URL"
+  echo "${uri%/}"
+}
+
+# Whether a container registry answers, for kind's node image and the
+# Dockerfile's base. PJ_REGISTRY (host[:port]) is probed if set: any HTTP
+# answer of its /v2/, even 401, counts. Otherwise the container engine that
+# `docker` talks to is asked, with its own registry configuration (mirrors,
+# proxies): it searches its default index. No engine, no registry.
 registry_reachable() {
-  local code
-  code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 https://registry-1.docker.io/v2/ 2>/dev/null) || true
-  [ -n "$code" ] && [ "$code" != 000 ]
+  if [ -n "${PJ_REGISTRY:-}" ]; then
+    local code
+    code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 "https://$PJ_REGISTRY/v2/" 2>/dev/null) || true
+    [ -n "$code" ] && [ "$code" != 000 ]
+    return
+  fi
+  command -v docker >/dev/null 2>&1 || return 1
+  timeout 15 docker search --limit 1 kindest/node >/dev/null 2>&1
 }
 
 # terminate PID NAME: SIGTERM, up to 30 s for it to exit, then SIGKILL (a

@@ -70,7 +70,7 @@ source_key() {
     printf '%s\n' "mode=$mode" "local=${PJ_IMAGE_LOCAL_BUILD:-}" "name=$IMAGE_NAME" "base=${PJ_BASE_IMAGE:-}" "flags=${PJ_DOCKER_BUILD_FLAGS:-}"
     if { [ "$mode" = local ] || [ -n "${PJ_IMAGE_LOCAL_BUILD:-}" ]; } && [ -z "${PJ_BASE_IMAGE:-}" ]; then
       # What hack/base-image.sh keys its image by.
-      printf '%s\n' "suite=${PJ_BASE_SUITE:-} mirror=${PJ_DEBIAN_MIRROR:-}"
+      printf '%s\n' "suite=${PJ_BASE_SUITE:-}"
       sha256sum hack/base-image.sh "${PJ_CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}"
     fi
     # .dockerignore is an allow-list: its `!PATH` lines are the build context,
@@ -92,7 +92,7 @@ use_docker() {
     DOCKER=${PJ_DOCKER_CLI:-/usr/bin/docker}
     [ -x "$DOCKER" ] || DOCKER=docker
   else
-    require_cmd docker "install Docker: https://docs.docker.com/engine/install/"
+    require_cmd docker "run 'make prereqs' (Debian's docker.io), or install Docker Engine"
     DOCKER=docker
   fi
 }
@@ -127,7 +127,7 @@ fi
 
 # 2. Build it if needed, and load it.
 if [ "$mode" = kind ]; then
-  require_cmd kind "go install sigs.k8s.io/kind@v0.33.0"
+  require_cmd kind "run 'make build' (builds the pinned kind $KIND_VERSION)"
   use_docker
   if [ -z "${PJ_IMAGE:-}" ]; then
     if [ -z "$image" ] || ! "$DOCKER" image inspect "$image" >/dev/null 2>&1; then

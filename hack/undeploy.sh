@@ -13,7 +13,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/kube-target.sh"
 
-type -P kubectl >/dev/null || die "'kubectl' is missing: see https://kubernetes.io/docs/tasks/tools/ (or run make build)"
+type -P kubectl >/dev/null || die "'kubectl' is missing: run 'make build' (builds the pinned kubectl)"
 use_cluster "${1:-${PJ_CLUSTER:-auto}}"
 kubectl version >/dev/null 2>&1 || die "the cluster does not answer ($(kube_desc))"
 log "undeploy: from the $KUBE_TARGET cluster ($(kube_desc))"
