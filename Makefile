@@ -98,7 +98,7 @@ deploy: prereqs build ## kind: create the cluster if missing, build, kind load, 
 deploy-local: prereqs build ## Local cluster: build on Debian's dockerd, import into the node, apply, wait
 	@hack/deploy.sh local
 
-undeploy: build ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, else kind)
+undeploy: prereqs build ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, else kind)
 	@hack/undeploy.sh
 
 demo: prereqs build ## The four seed workloads, operator in-cluster, work queues on Redis (DEMO_CLUSTER=kind for kind)
@@ -107,7 +107,7 @@ demo: prereqs build ## The four seed workloads, operator in-cluster, work queues
 keda: prereqs build ## KEDA v2.21.0 for autoscaling: manifests from its Go module; images built here (local) or pulled (kind)
 	@hack/keda.sh up
 
-keda-down: build ## Remove KEDA (local, else kind)
+keda-down: prereqs build ## Remove KEDA (local, else kind)
 	@hack/keda.sh down
 
 docker-down: prereqs ## Stop the docker engine hack/dockerd.sh started (by its PID file)

@@ -5,10 +5,10 @@
 # Usage: hack/install-prereqs.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-# shellcheck disable=SC2034 # read by apt_install_missing through a nameref
 declare -A PACKAGES=()
 while read -r package _commands why; do
   [[ -z $package || $package == \#* ]] && continue
+  # shellcheck disable=SC2034 # read by apt_install_missing through a nameref
   PACKAGES[$package]=$why
 done <"$HACK_DIR/prereqs.txt"
 apt_install_missing prereqs PACKAGES
