@@ -41,6 +41,7 @@ from paralleljob.leader import (
     serve_standby,
     spec_of,
 )
+from tests.support.wait import wait_until_async
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = (
@@ -489,8 +490,8 @@ def test_the_leader_keeps_the_lease_through_a_short_outage() -> None:
     async def outage() -> str | None:
         lock.down = True
         round_ = asyncio.ensure_future(a._renew_round())
-        while not a.last_error:
-            await asyncio.sleep(0)
+        # Looked at every turn of the loop: the round's sleeps move the fake clock on.
+        await wait_until_async(lambda: a.last_error, timeout=5, what="a failed renewal")
         clock.t += 6  # a few failed attempts' time
         lock.down = False
         return await round_
@@ -580,8 +581,9 @@ def test_a_standby_stops_waiting_when_told() -> None:
     async def scenario() -> bool:
         stop = asyncio.Event()
         waiting = asyncio.ensure_future(b.acquire(stop))
-        while b.holder != "pod-a":
-            await asyncio.sleep(0)
+        await wait_until_async(
+            lambda: b.holder == "pod-a", timeout=5, what="the standby to see pod-a's lease"
+        )
         stop.set()  # SIGTERM
         return await asyncio.wait_for(waiting, 5)
 
@@ -637,9 +639,44 @@ class LeaseApi:
         return web.json_response(lease)
 
 
+class SteppedClock(FakeClock):
+    """Virtual time for candidates that do real I/O: a sleep ends only when the test
+    steps time to its end, so no time passes while a request is in flight, however
+    slowly the machine answers it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._sleeps: list[tuple[float, asyncio.Future[None]]] = []
+
+    async def sleep(self, seconds: float) -> None:
+        entry = (self.t + seconds, asyncio.get_running_loop().create_future())
+        self._sleeps.append(entry)
+        try:
+            await entry[1]
+        finally:
+            self._sleeps.remove(entry)
+
+    def sleeping(self) -> int:
+        """The sleeps not yet over (a cancelled one is over)."""
+        return sum(not wake.done() for _, wake in self._sleeps)
+
+    def step(self) -> None:
+        """Moves time to the end of the earliest sleep and ends every sleep due by then."""
+        pending = [(at, wake) for at, wake in self._sleeps if not wake.done()]
+        self.t = max(self.t, min(at for at, _ in pending))
+        for at, wake in pending:
+            if at <= self.t:
+                wake.set_result(None)
+
+
+def _micro_time_seconds(stamp: str) -> float:
+    return datetime.strptime(stamp, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
 def test_two_replicas_through_the_api(tmp_path: Path) -> None:
-    """KubeLeaseLock over HTTP (the operator's Kube client), with the real clock and
-    short timings: one leads, the other takes over once it stops renewing."""
+    """KubeLeaseLock over HTTP (the operator's Kube client), with client-go's timings on a
+    clock that moves only while both candidates sleep: one leads, the other takes over a
+    full lease after it last saw a renewal, once the leader stops renewing."""
     port = _free_port()
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(
@@ -649,14 +686,23 @@ def test_two_replicas_through_the_api(tmp_path: Path) -> None:
         "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
     )
     api = LeaseApi()
-    fast = LeaderElectionConfig(
-        lease_duration_seconds=1, renew_deadline_seconds=0.5, retry_period_seconds=0.2
-    )
+    clock = SteppedClock()
+    lease = SETTINGS.lease_duration_seconds
+    retry = SETTINGS.retry_period_seconds
 
     async def elector(identity: str) -> tuple[Elector, Kube]:
         kube = Kube(await load_configuration(str(kubeconfig)), concurrency=2)
-        lock = KubeLeaseLock(kube, "paralleljob-system", "paralleljob-operator", timeout=1)
-        return Elector(lock, replace(fast, identity=identity)), kube
+        lock = KubeLeaseLock(kube, "paralleljob-system", "paralleljob-operator", timeout=lease)
+        return Elector(lock, replace(SETTINGS, identity=identity), clock), kube
+
+    async def asleep(count: int, *tasks: asyncio.Task[Any]) -> None:
+        """Until ``count`` sleeps are pending (no request in flight) or a task has ended."""
+        await wait_until_async(
+            lambda: clock.sleeping() == count or any(task.done() for task in tasks),
+            timeout=10,
+            interval=0.001,
+            what=f"{count} candidates asleep on the clock",
+        )
 
     async def scenario() -> None:
         runner = web.AppRunner(api.app)
@@ -668,10 +714,23 @@ def test_two_replicas_through_the_api(tmp_path: Path) -> None:
             assert await a.acquire(stop)
             holding = asyncio.create_task(a.hold())
             standby = asyncio.create_task(b.acquire(stop))
-            await asyncio.sleep(1.5)  # three lease durations' worth of renewals
-            assert not standby.done() and b.holder == "pod-a"
+            # Three lease durations of renewals, each seen by the standby.
+            end = clock.t + 3 * lease
+            while clock.t < end and not (standby.done() or holding.done()):
+                await asleep(2, standby, holding)
+                clock.step()
+            await asleep(2, standby, holding)
+            assert not holding.done() and not standby.done() and b.holder == "pod-a"
+            renewals = sum(put["spec"]["holderIdentity"] == "pod-a" for put in api.puts)
+            assert renewals >= 3 * lease // retry
             holding.cancel()  # pod-a dies
-            assert await asyncio.wait_for(standby, 5)
+            end = clock.t + 2 * lease
+            while clock.t < end and not standby.done():
+                await asleep(1, standby)
+                if not standby.done():
+                    clock.step()
+            assert standby.done(), f"pod-b still standing by {2 * lease}s after pod-a died"
+            assert standby.result()
             assert not await a.try_acquire_or_renew(), "pod-b's now, and not expired"
             assert await b.release()
             assert await a.try_acquire_or_renew(), "released: no wait"
@@ -685,10 +744,19 @@ def test_two_replicas_through_the_api(tmp_path: Path) -> None:
     assert (spec["holderIdentity"], spec["leaseTransitions"], spec["leaseDurationSeconds"]) == (
         "pod-a",
         2,
-        1,
+        lease,
     )
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", spec["renewTime"])
     assert all(put["metadata"].get("resourceVersion") for put in api.puts)
+    # pod-b took the lease a full lease after pod-a's last renewal, and at most two polls
+    # later (the renewal seen one poll late, the expiry found one poll late).
+    holders = [put["spec"]["holderIdentity"] for put in api.puts]
+    takeover = holders.index("pod-b")
+    assert holders[takeover - 1] == "pod-a"
+    waited = _micro_time_seconds(api.puts[takeover]["spec"]["acquireTime"]) - (
+        _micro_time_seconds(api.puts[takeover - 1]["spec"]["renewTime"])
+    )
+    assert lease <= waited <= lease + 2 * retry, waited
 
 
 # -- the campaign: stand by, lead, exit ---------------------------------------------------
