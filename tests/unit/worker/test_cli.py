@@ -45,6 +45,23 @@ def lines(path: Path) -> list[str]:
     return path.read_text().splitlines() if path.exists() else []
 
 
+def calls(client: redis.Redis, command: str) -> int:
+    """How often the server has run ``command`` (lowercase), from scripts too."""
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0))
+
+
+def holder(client: redis.Redis) -> tuple[bytes, int] | None:
+    """The consumer of the one pending entry and its deliveries; None if none is pending."""
+    entries = client.xpending_range(STREAM, "workers", "-", "+", 10)
+    if not entries:
+        return None
+    [entry] = entries
+    consumer = entry["consumer"]
+    assert isinstance(consumer, bytes)
+    return consumer, int(entry["times_delivered"])
+
+
 def error_lines(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("paralleljob-worker: error:")]
 
@@ -115,11 +132,26 @@ def test_workers_exit_only_once_nothing_is_pending_anywhere(
     client.xadd(STREAM, {"item": b"slow"})
     busy = start_worker("busy", WAIT_FOR_GO, "--visibility-timeout", "0.5")
     wait_until(lambda: lines(tmp_path / "started"), timeout=10, what="the item to start")
+    # From here on only the idle worker reclaims (busy runs its command) and only busy's
+    # heartbeat claims (XCLAIM ... JUSTID, in its script).
+    reclaims, renewals = calls(client, "xautoclaim"), calls(client, "xclaim")
     idle = start_worker("idle", WAIT_FOR_GO, "--visibility-timeout", "0.5")
     # The queue has no undelivered item, but one is pending: the idle worker must wait and,
-    # as the busy one renews its lease, not reclaim it, for several visibility timeouts.
-    time.sleep(2.5)
+    # as the busy one renews its lease, not reclaim it, for several visibility timeouts. It
+    # tries once a round, and each round's XREADGROUP blocks 1 s: three tries span at least
+    # 2 s, four visibility timeouts.
+    wait_until(
+        lambda: (
+            calls(client, "xautoclaim") - reclaims >= 3
+            or holder(client) != (b"busy", 1)
+            or idle.proc.poll() is not None
+        ),
+        timeout=20,
+        what="the idle worker to try three times to reclaim the pending item",
+    )
+    assert holder(client) == (b"busy", 1), "reclaimed from a live worker"
     assert idle.proc.poll() is None, idle.stderr()
+    assert calls(client, "xclaim") - renewals >= 6, "busy renewed its lease every 1/3 timeout"
     (tmp_path / "go").touch()
     assert busy.wait() == 0, busy.stderr()
     assert idle.wait() == 0, idle.stderr()
