@@ -70,6 +70,15 @@ pj_column_of() {
 }
 pj_column() { pj_column_of "$(kubectl -n "$NS" get pj "$1" 2>/dev/null)" "$2"; }
 
+# Waits until the operator has written the status of job $1's current spec
+# (.status.observedGeneration is .metadata.generation): after a patch, what
+# `kubectl get pj` prints next is the operator's answer to it.
+wait_observed() {
+  local generation
+  generation=$(kubectl -n "$NS" get pj "$1" -o jsonpath='{.metadata.generation}') || return 1
+  show kubectl wait --for=jsonpath='{.status.observedGeneration}'="$generation" "pj/$1" --timeout="${STEP_TIMEOUT}s"
+}
+
 # The work queue as Redis sees it (redis-cli in the Redis pod), into Q_ITEMS
 # (entries in the stream), Q_LAG (not delivered to the group yet), Q_PENDING
 # (delivered, not acked: being worked on), Q_RESULTS (fields of the hash
@@ -198,11 +207,11 @@ show kubectl exec deploy/redis -- redis-cli HGET results item-001 || true
 
 say "   parallelism can change at run time; on a finished work queue only the display follows"
 show kubectl patch pj multi-workqueue-job --type=merge -p '{"spec": {"parallelism": 1}}'
-sleep 2
+wait_observed multi-workqueue-job || true
 show kubectl get pj
 check multi-workqueue-job "3/1"
 show kubectl patch pj multi-workqueue-job --type=merge -p '{"spec": {"parallelism": 2}}'
-sleep 2
+wait_observed multi-workqueue-job || true
 show kubectl get pj
 check multi-workqueue-job "3/1 of 2"
 
