@@ -25,8 +25,11 @@ from .config import (
     LeaderElectionConfig,
     OperatorConfig,
     api_config_from_env,
+    bind_address,
+    bind_address_from_env,
     controller_config_from_env,
     leader_election_config_from_env,
+    listen_url,
     port_from_env,
 )
 from .kube import ApiError, ConfigError, Kube, load_configuration
@@ -62,17 +65,24 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         help=f"debug, info, warning or error (default: $PJ_LOG_LEVEL or {DEFAULTS.log_level})",
     )
     parser.add_argument(
+        "--bind-address",
+        metavar="ADDRESS",
+        help="the IP address to serve the liveness probe and the metrics on "
+        f"(default: $PJ_BIND_ADDRESS, else {DEFAULTS.bind_address}, every IPv4 interface; "
+        ":: for every IPv6 one)",
+    )
+    parser.add_argument(
         "--liveness-port",
         type=int,
         metavar="PORT",
-        help="serve kopf's liveness probe on http://0.0.0.0:PORT/healthz "
+        help="serve kopf's liveness probe on http://ADDRESS:PORT/healthz "
         f"(default {DEFAULTS.liveness_port} or $PJ_LIVENESS_PORT; 0 disables it)",
     )
     parser.add_argument(
         "--metrics-port",
         type=int,
         metavar="PORT",
-        help="serve Prometheus metrics on http://0.0.0.0:PORT/metrics "
+        help="serve Prometheus metrics on http://ADDRESS:PORT/metrics "
         f"(default {DEFAULTS.metrics_port} or $PJ_METRICS_PORT; 0 disables them)",
     )
     parser.add_argument(
@@ -94,6 +104,11 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         return OperatorConfig(
             namespaces=tuple(dict.fromkeys(namespaces)),
             log_level=args.log_level,
+            bind_address=(
+                bind_address(args.bind_address, "--bind-address")
+                if args.bind_address is not None
+                else bind_address_from_env("PJ_BIND_ADDRESS", DEFAULTS.bind_address)
+            ),
             liveness_port=_port(args.liveness_port, "PJ_LIVENESS_PORT", DEFAULTS.liveness_port),
             metrics_port=_port(args.metrics_port, "PJ_METRICS_PORT", DEFAULTS.metrics_port),
             controller=controller_config_from_env(),
@@ -102,6 +117,13 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         )
     except ValueError as exc:
         parser.error(str(exc))
+
+
+def liveness_endpoint(config: OperatorConfig) -> str | None:
+    """kopf's liveness endpoint (kopf listens on the URL's host and port), None when off."""
+    if config.liveness_port <= 0:
+        return None
+    return listen_url(config.bind_address, config.liveness_port, "/healthz")
 
 
 def _port(flag: int | None, env: str, default: int) -> int:
@@ -203,14 +225,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     log = logging.getLogger(PROG)
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
     log.info("starting: watching %s", scope)
-    liveness = (
-        f"http://0.0.0.0:{config.liveness_port}/healthz" if config.liveness_port > 0 else None
-    )
     options: dict[str, Any] = {
         "standalone": True,
         "clusterwide": not config.namespaces,
         "namespaces": list(config.namespaces),
-        "liveness_endpoint": liveness,
+        "liveness_endpoint": liveness_endpoint(config),
         "memo": kopf.Memo(config=config),
     }
     if not config.leader_election.enabled:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import os
 import socket
@@ -47,6 +48,27 @@ def _env(name: str, default: N, *, minimum: N) -> N:
     if value < minimum:
         raise ValueError(f"{name} must be at least {minimum:g}, got {raw!r}")
     return value
+
+
+def bind_address(raw: str, name: str) -> str:
+    """The IP address in ``raw`` (setting ``name``), normalised (``::0`` is ``::``):
+    what kube-controller-manager's ``--bind-address`` takes, no host name."""
+    try:
+        return str(ipaddress.ip_address(raw.strip()))
+    except ValueError:
+        raise ValueError(f"{name} must be an IP address, got {raw!r}") from None
+
+
+def bind_address_from_env(name: str, default: str) -> str:
+    """An IP address from environment variable ``name`` (``default`` if unset or blank)."""
+    raw = os.environ.get(name, "")
+    return bind_address(raw, name) if raw.strip() else default
+
+
+def listen_url(address: str, port: int, path: str) -> str:
+    """``http://ADDRESS:PORT/PATH``, an IPv6 address in brackets."""
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{port}{path}"
 
 
 @dataclass(frozen=True)
@@ -102,6 +124,9 @@ class LeaderElectionConfig:
 class OperatorConfig:
     namespaces: tuple[str, ...] = ()
     log_level: str = "info"
+    #: The IP address the liveness probe and the metrics listen on (``--bind-address``,
+    #: as kube-controller-manager's): 0.0.0.0 is every IPv4 interface, :: every IPv6 one.
+    bind_address: str = "0.0.0.0"
     liveness_port: int = 8080
     metrics_port: int = 8081
     controller: ControllerConfig = field(default_factory=ControllerConfig)

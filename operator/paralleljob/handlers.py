@@ -127,7 +127,9 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     metrics.track_state(app.controller)
     app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
-        await metrics.serve(config.metrics_port) if config.metrics_port > 0 else None
+        await metrics.serve(config.metrics_port, address=config.bind_address)
+        if config.metrics_port > 0
+        else None
     )
     memo.app = app
 

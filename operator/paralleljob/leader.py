@@ -505,7 +505,7 @@ async def serve_standby(
     config: OperatorConfig, status: Callable[[], JsonDict]
 ) -> list[web.AppRunner]:
     """A standby's ``/healthz`` (always 200, with ``status()``) and ``/metrics``, on the
-    ports the operator uses once it leads."""
+    address and ports the operator uses once it leads."""
     runners = []
     if config.liveness_port > 0:
 
@@ -516,10 +516,10 @@ async def serve_standby(
         app.router.add_get("/healthz", healthz)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
-        await web.TCPSite(runner, "0.0.0.0", config.liveness_port).start()
+        await web.TCPSite(runner, config.bind_address, config.liveness_port).start()
         runners.append(runner)
     if config.metrics_port > 0:
-        runners.append(await metrics.serve(config.metrics_port))
+        runners.append(await metrics.serve(config.metrics_port, address=config.bind_address))
     return runners
 
 

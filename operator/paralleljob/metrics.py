@@ -4,9 +4,9 @@ prefix, plus the operator's API traffic and pending work.
 The job-controller metrics keep upstream's names, labels, buckets and meaning
 (``pkg/controller/job/metrics/metrics.go``), so dashboards built for
 ``job_controller_*`` work with the prefix changed. Served by :func:`serve` on the
-operator's metrics port (``--metrics-port``, default 8081) at ``/metrics``, with the
-client library's process metrics (``process_resident_memory_bytes``,
-``process_cpu_seconds_total``, ...).
+operator's metrics port (``--metrics-port``, default 8081, on ``--bind-address``) at
+``/metrics``, with the client library's process metrics
+(``process_resident_memory_bytes``, ``process_cpu_seconds_total``, ...).
 """
 
 from __future__ import annotations
@@ -288,11 +288,12 @@ def track_state(controller: ControllerState) -> None:
     PROGRESS_WRITE_WAITING.set_function(lambda: float(controller.progress_write_waiting()))
 
 
-async def serve(port: int) -> web.AppRunner:
-    """Serves ``/metrics`` on ``0.0.0.0:port`` inside the operator's event loop."""
+async def serve(port: int, *, address: str) -> web.AppRunner:
+    """Serves ``/metrics`` on ``address:port`` (``--bind-address``, ``--metrics-port``)
+    inside the operator's event loop."""
     app = web.Application()
     app.router.add_get("/metrics", make_aiohttp_handler())
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    await web.TCPSite(runner, "0.0.0.0", port).start()
+    await web.TCPSite(runner, address, port).start()
     return runner

@@ -858,12 +858,19 @@ def _free_port() -> int:
 
 def test_a_standby_answers_healthz_and_metrics_then_frees_the_ports() -> None:
     liveness, metrics_port = _free_port(), _free_port()
-    config = OperatorConfig(liveness_port=liveness, metrics_port=metrics_port)
+    config = OperatorConfig(
+        bind_address="127.0.0.1", liveness_port=liveness, metrics_port=metrics_port
+    )
 
     async def scenario() -> tuple[int, Any, int]:
         status = {"lease": "ns/name", "leading": False, "holder": "pod-a"}
         runners = await serve_standby(config, lambda: status)
         try:
+            # On the bind address only (--bind-address), not on every interface.
+            assert [runner.addresses for runner in runners] == [
+                [("127.0.0.1", liveness)],
+                [("127.0.0.1", metrics_port)],
+            ]
             async with aiohttp.ClientSession() as session:
                 async with session.get(f"http://127.0.0.1:{liveness}/healthz") as r:
                     health = (r.status, await r.json())
@@ -880,7 +887,7 @@ def test_a_standby_answers_healthz_and_metrics_then_frees_the_ports() -> None:
     for port in (liveness, metrics_port):  # free for kopf and the operator's metrics
         with socket.socket() as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's servers
-            sock.bind(("0.0.0.0", port))
+            sock.bind((config.bind_address, port))
 
 
 # -- the manifests (tests/deploy checks them on a cluster) --------------------------------

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Any
 
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.cli import parse_args
+from paralleljob.cli import liveness_endpoint, parse_args
+from paralleljob.config import OperatorConfig
 from paralleljob.pods import build_pod
 
 JOB: dict[str, Any] = {
@@ -176,3 +178,61 @@ def test_ports_come_from_the_flag_else_the_environment_else_the_default(
     config = parse_args([])
     assert (config.liveness_port, config.metrics_port) == (0, 9100)
     assert parse_args(["--metrics-port", "9200"]).metrics_port == 9200
+
+
+def test_the_bind_address_comes_from_the_flag_else_the_environment_else_the_default(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("PJ_BIND_ADDRESS", raising=False)
+    assert parse_args([]).bind_address == "0.0.0.0"
+    monkeypatch.setenv("PJ_BIND_ADDRESS", " ")
+    assert parse_args([]).bind_address == "0.0.0.0", "blank: the default"
+    monkeypatch.setenv("PJ_BIND_ADDRESS", " 127.0.0.1 ")
+    assert parse_args([]).bind_address == "127.0.0.1"
+    assert parse_args(["--bind-address", "::0"]).bind_address == "::", "normalised"
+    assert parse_args(["--bind-address=10.1.2.3"]).bind_address == "10.1.2.3"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        ([], "localhost", "PJ_BIND_ADDRESS must be an IP address, got 'localhost'"),
+        ([], "0.0.0.0:8080", "PJ_BIND_ADDRESS must be an IP address, got '0.0.0.0:8080'"),
+        (
+            ["--bind-address", "256.0.0.1"],
+            "",
+            "--bind-address must be an IP address, got '256.0.0.1'",
+        ),
+        (["--bind-address", ""], "127.0.0.1", "--bind-address must be an IP address, got ''"),
+    ],
+)
+def test_a_bad_bind_address_is_one_line_naming_the_setting(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: str,
+    message: str,
+) -> None:
+    monkeypatch.setenv("PJ_BIND_ADDRESS", env)
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("address", "url", "host"),
+    [
+        ("0.0.0.0", "http://0.0.0.0:8080/healthz", "0.0.0.0"),
+        ("127.0.0.1", "http://127.0.0.1:8080/healthz", "127.0.0.1"),
+        ("::", "http://[::]:8080/healthz", "::"),
+        ("::1", "http://[::1]:8080/healthz", "::1"),
+    ],
+)
+def test_kopf_listens_for_the_probe_on_the_bind_address(address: str, url: str, host: str) -> None:
+    endpoint = liveness_endpoint(OperatorConfig(bind_address=address, liveness_port=8080))
+    assert endpoint == url
+    # kopf's health reporter listens on the URL's host and port.
+    parts = urllib.parse.urlsplit(endpoint)
+    assert (parts.hostname, parts.port, parts.path) == (host, 8080, "/healthz")
+    assert liveness_endpoint(OperatorConfig(bind_address=address, liveness_port=0)) is None
