@@ -1,21 +1,32 @@
-"""KEDA scales a ParallelJob through ``/scale`` (issue 11): the work queue of
-``manifests/examples/workqueue-autoscaled`` drained by ``paralleljob-worker`` pods on the real
-node while KEDA's ScaledObject moves ``spec.parallelism`` with the stream's backlog.
+"""KEDA scales a ParallelJob through ``/scale`` (issue 11): the example
+``manifests/examples/workqueue-autoscaled``, applied in one go to the test's namespace as
+``kubectl -n NS apply -k`` applies it (Redis, the producer, the worker ParallelJob, its
+ScaledObject), drained by ``paralleljob-worker`` pods on the real node while KEDA's
+ScaledObject moves ``spec.parallelism`` with the stream's backlog.
 
 KEDA is the pinned one, installed by ``hack/keda.sh up`` (``make keda``: on the local cluster
 built from the Go module proxy; on kind its released manifests) and removed again afterwards
 when this module installed it. Its HPA is kube-controller-manager's (sync every 15 s); the
 external metric goes through the API server's aggregation layer to KEDA's metrics server.
 
-What is checked: parallelism reaches the ScaledObject's maximum and the pods follow; it comes
-down while the backlog drains; every item has exactly one correct result and ran once, none is
-dead-lettered; the job is ``Complete`` and no pod is counted as failed although the scale-down
-stopped workers. A plot of backlog, ``spec.parallelism`` and active pods over time is written
-to ``_output/keda-autoscaling.png`` (``PJ_TEST_OUTPUT`` to change the directory).
+What the test changes in the rendered example: the image (the one ``hack/node-image.sh``
+loaded), the number of items (the producer's ``LAST`` and, as the example's replacement
+does, the count its workers wait for), the workers' task (the tests' ``TASK``: ITEM_SECONDS
+per item, and its runs counted) and the ScaledObject's scale-down window (none, so that the
+scale-down shows within the test). Everything else is the example's: in particular the
+Redis address KEDA dials is built from the namespace, which is not the docs' ``wq``.
+
+What is checked: the Secret the address is built from holds the namespace; the producer
+completes; parallelism reaches the ScaledObject's maximum and the pods follow; it comes down
+while the backlog drains; every item has exactly one correct result and ran once, none is
+dead-lettered; the job is ``Complete`` and no pod is counted as failed although the
+scale-down stopped workers. A plot of backlog, ``spec.parallelism`` and active pods over time
+is written to ``_output/keda-autoscaling.png`` (``PJ_TEST_OUTPUT`` to change the directory).
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import threading
@@ -33,12 +44,26 @@ from tests.support.wait import wait_until
 
 from .conftest import Operator
 from .support import Kubectl, kubectl
-from .workqueue import REPO, Queue, finished, show, worker_template
+from .workqueue import (
+    REPO,
+    Queue,
+    finished,
+    items_of,
+    producer_done,
+    redis_queue,
+    run_task,
+    show,
+)
 
 pytestmark = [pytest.mark.realnode]
 
 KEDA = REPO / "hack" / "keda.sh"
 EXAMPLE = REPO / "manifests" / "examples" / "workqueue-autoscaled"
+#: The example's ParallelJob and ScaledObject, its producer Job, its namespace Secret.
+NAME = "autoscaled-workqueue-job"
+PRODUCER = "enqueue-items"
+NAMESPACE_SECRET = "this-namespace"
+EXAMPLE_IMAGE = "paralleljob-operator:dev"
 OUTPUT = Path(os.environ.get("PJ_TEST_OUTPUT", REPO / "_output"))
 METRICS_API = "v1beta1.external.metrics.k8s.io"
 #: The items the queue starts with: 150 in `make test`, 300 (the issue's) with KEDA_ITEMS=300
@@ -87,17 +112,55 @@ def keda(cluster: Cluster) -> Iterator[None]:
                 pytest.fail(f"hack/keda.sh down {mode} failed:\n{down.stderr[-4000:]}")
 
 
-def scaled_object(job: str, namespace: str) -> dict[str, Any]:
-    """The example's ScaledObject for ``job`` with Redis in ``namespace``; scale-down
-    without the example's stabilization window, so that it shows within the test."""
-    [so] = [d for d in yaml.safe_load_all((EXAMPLE / "scaledobject.yaml").read_text()) if d]
-    so["metadata"]["name"] = job
-    so["spec"]["scaleTargetRef"]["name"] = job
-    [trigger] = so["spec"]["triggers"]
-    trigger["metadata"]["address"] = f"redis.{namespace}.svc.cluster.local:6379"
+def example(image: str) -> list[dict[str, Any]]:
+    """The example as ``kubectl apply -k`` applies it, changed for the test as the module's
+    docstring says."""
+    rendered = kubectl("kustomize", str(EXAMPLE)).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == [
+        "Deployment",
+        "Job",
+        "ParallelJob",
+        "ScaledObject",
+        "Secret",
+        "Service",
+        "ServiceAccount",
+    ], kinds
+    [producer] = [d for d in docs if d["kind"] == "Job"]
+    [pj] = [d for d in docs if d["kind"] == "ParallelJob"]
+    [so] = [d for d in docs if d["kind"] == "ScaledObject"]
+    assert producer["metadata"]["name"] == PRODUCER and pj["metadata"]["name"] == NAME
+    assert so["spec"]["scaleTargetRef"]["name"] == NAME
+
+    pods = [producer["spec"]["template"]["spec"], pj["spec"]["template"]["spec"]]
+    containers = [c for pod in pods for c in pod.get("initContainers", []) + pod["containers"]]
+    ours = [c for c in containers if c["image"] == EXAMPLE_IMAGE]
+    assert [c["name"] for c in ours] == ["enqueue", "wait-for-items", "worker"], ours
+    for container in ours:
+        container["image"] = image
+    [enqueue] = producer["spec"]["template"]["spec"]["containers"]
+    [wait] = pj["spec"]["template"]["spec"]["initContainers"]
+    for container in (enqueue, wait):
+        _set_env(container, FIRST="1", LAST=str(ITEMS))
+    [worker] = pj["spec"]["template"]["spec"]["containers"]
+    run_task(worker, image, ITEM_SECONDS=ITEM_SECONDS)
+
     behavior = so["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
     behavior["scaleDown"]["stabilizationWindowSeconds"] = 0
-    return dict(so)
+    return docs
+
+
+def _set_env(container: dict[str, Any], **values: str) -> None:
+    env = {var["name"]: var for var in container["env"]}
+    for name, value in values.items():
+        assert "value" in env[name], (container["name"], env[name])
+        env[name]["value"] = value
+
+
+def _secret_namespace(k: Kubectl) -> str | None:
+    data = k.json("get", "secret", NAMESPACE_SECRET).get("data") or {}
+    return base64.b64decode(data["namespace"]).decode() if "namespace" in data else None
 
 
 @dataclass(frozen=True)
@@ -116,11 +179,12 @@ class Sampler:
     k: Kubectl
     queue: Queue
     job: str
+    #: What ``seconds`` counts from (time.monotonic()).
+    started: float = field(default_factory=time.monotonic)
     samples: list[Sample] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def __enter__(self) -> Sampler:
-        self._started = time.monotonic()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
@@ -133,13 +197,15 @@ class Sampler:
         while not self._stop.wait(SAMPLE_SECONDS):
             try:
                 self.samples.append(self._take())
-            except (subprocess.SubprocessError, KeyError, ValueError):
-                continue  # a sample missed; the next one counts
+            # A sample missed (e.g. no consumer group before the first worker starts, which
+            # redis-cli or kubectl report as AssertionError); the next one counts.
+            except (AssertionError, subprocess.SubprocessError, KeyError, ValueError):
+                continue
 
     def _take(self) -> Sample:
         pj = self.k.pj(self.job)
         return Sample(
-            seconds=time.monotonic() - self._started,
+            seconds=time.monotonic() - self.started,
             backlog=int(self.queue.group()["lag"]),
             parallelism=int(pj["spec"]["parallelism"]),
             active=int((pj.get("status") or {}).get("active", 0)),
@@ -158,7 +224,7 @@ def plot(samples: list[Sample], maximum: int, path: Path) -> None:
     seconds = [s.seconds for s in samples]
     fig, backlog_axis = plt.subplots(figsize=(8, 4.5))
     backlog_axis.plot(seconds, [s.backlog for s in samples], color="tab:gray", label="backlog")
-    backlog_axis.set_xlabel("seconds since the ParallelJob was created")
+    backlog_axis.set_xlabel("seconds since the example was applied")
     backlog_axis.set_ylabel("items not yet delivered (stream lag)")
     pods_axis = backlog_axis.twinx()
     pods_axis.step(seconds, [s.parallelism for s in samples], where="post", label="parallelism")
@@ -175,33 +241,42 @@ def plot(samples: list[Sample], maximum: int, path: Path) -> None:
 
 
 def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
-    operator: Operator, k: Kubectl, queue: Queue, keda: None
+    operator: Operator, k: Kubectl, worker_image: str, keda: None
 ) -> None:
-    name = "wq-keda"
-    items = queue.enqueue(1, ITEMS)
-    so = scaled_object(name, k.ns)
+    docs = example(worker_image)
+    [so] = [d for d in docs if d["kind"] == "ScaledObject"]
     maximum = int(so["spec"]["maxReplicaCount"])
-    with Sampler(k, queue, name) as sampler:
-        k.create_pj(name, worker_template(queue.image, ITEM_SECONDS=ITEM_SECONDS), parallelism=1)
-        k.run("apply", "-f", "-", input=yaml.safe_dump(so))
+    items = items_of(1, ITEMS)
+    applied = time.monotonic()
+    k.run("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    # Redis is the example's; the test only reads it (redis-cli in its pod).
+    queue = redis_queue(k, worker_image)
+    with Sampler(k, queue, NAME, started=applied) as sampler:
+        # What KEDA's address is built from: this namespace, written by the control plane.
+        namespace = wait_until(
+            lambda: _secret_namespace(k), timeout=60, interval=1, what="the namespace Secret"
+        )
+        assert namespace == k.ns
+        producer_done(k, PRODUCER)
 
         def scaled_up() -> Sample | None:
             last = sampler.latest()
             return last if last and last.parallelism == last.active == maximum else None
 
-        # KEDA polls every 5 s, the HPA syncs every 15 s; then the operator and the kubelet.
-        top = wait_until(scaled_up, timeout=120, interval=1, what=f"{maximum} workers")
-        show(k, name, f"scaled up to {maximum} after {top.seconds:.0f}s")
-        outcome = finished(k, name, timeout=400)
-    show(k, name, "done")
+        # The workers wait for the items; KEDA polls every 5 s, the HPA syncs every 15 s;
+        # then the operator and the kubelet.
+        top = wait_until(scaled_up, timeout=180, interval=1, what=f"{maximum} workers")
+        show(k, NAME, f"scaled up to {maximum} {top.seconds:.0f}s after the apply")
+        outcome = finished(k, NAME, timeout=400)
+    show(k, NAME, "done")
     after_top = [s for s in sampler.samples if s.seconds > top.seconds]
     assert outcome == "Complete"
     lowered = [s for s in after_top if s.parallelism < maximum]
     assert lowered, f"parallelism never came down: {sampler.samples}"
     print(f"parallelism lowered to {lowered[0].parallelism} at backlog {lowered[0].backlog}")
-    status = k.status(name)
+    status = k.status(NAME)
     assert status.get("failed", 0) == 0, "a pod stopped by a scale-down was counted as failed"
     queue.assert_done(items, once=True)
-    hpa = k.json("get", "hpa", f"keda-hpa-{name}")
+    hpa = k.json("get", "hpa", f"keda-hpa-{NAME}")
     assert hpa["spec"]["scaleTargetRef"]["kind"] == "ParallelJob"
     plot(sampler.samples, maximum, OUTPUT / "keda-autoscaling.png")

@@ -177,16 +177,8 @@ class Queue:
             var["value"] = values.get(var["name"], var["value"])
         before = int(self.cli("XLEN", STREAM))
         self.k.run("create", "-f", "-", input=json.dumps(job))
-
-        def finished() -> str | None:
-            conditions = self.k.json("get", "job", name).get("status", {}).get("conditions", [])
-            done = [c["type"] for c in conditions if c["status"] == "True"]
-            return next((t for t in ("Complete", "Failed") if t in done), None)
-
-        outcome = wait_until(finished, timeout=180, interval=1, what=f"producer Job {name}")
-        logs = self.k.run("logs", f"job/{name}", check=False).stdout
-        assert outcome == "Complete", f"the producer failed:\n{logs}"
-        items = [f"item-{i:03d}" for i in range(first, last + 1)]
+        producer_done(self.k, name)
+        items = items_of(first, last)
         assert int(self.cli("XLEN", STREAM)) == before + len(items)
         return items
 
@@ -206,10 +198,33 @@ class Queue:
         return runs
 
 
+def items_of(first: int, last: int) -> list[str]:
+    """The items the example's producer enqueues for FIRST and LAST."""
+    return [f"item-{i:03d}" for i in range(first, last + 1)]
+
+
+def producer_done(k: Kubectl, name: str, timeout: float = 180) -> None:
+    """Waits for the producer Job ``name`` to finish; fails with its log unless Complete."""
+
+    def finished() -> str | None:
+        conditions = k.json("get", "job", name).get("status", {}).get("conditions", [])
+        done = [c["type"] for c in conditions if c["status"] == "True"]
+        return next((t for t in ("Complete", "Failed") if t in done), None)
+
+    outcome = wait_until(finished, timeout=timeout, interval=1, what=f"producer Job {name}")
+    logs = k.run("logs", f"job/{name}", check=False).stdout
+    assert outcome == "Complete", f"the producer failed:\n{logs}"
+
+
 @pytest.fixture
 def queue(k: Kubectl, worker_image: str) -> Queue:
     """The example's Redis Deployment and Service in the test's namespace, ready."""
     k.run("apply", "-f", str(EXAMPLE / "redis.yaml"))
+    return redis_queue(k, worker_image)
+
+
+def redis_queue(k: Kubectl, image: str) -> Queue:
+    """The Queue of the example's Redis, applied to the test's namespace, once it is Ready."""
 
     def ready_pod() -> str | None:
         for pod in k.json("get", "pods", "-l", REDIS_LABEL)["items"]:
@@ -223,7 +238,7 @@ def queue(k: Kubectl, worker_image: str) -> Queue:
     except AssertionError:
         print(k.run("describe", "pods", "-l", REDIS_LABEL, check=False).stdout)
         raise
-    return Queue(k, pod, worker_image)
+    return Queue(k, pod, image)
 
 
 # ------------------------------------------------------------------ the worker ParallelJob
@@ -238,6 +253,15 @@ def worker_template(
     template: dict[str, Any] = copy.deepcopy(pj["spec"]["template"])
     spec = template["spec"]
     [container] = spec["containers"]
+    run_task(container, image, *flags, **env)
+    if shared_pids:
+        spec["shareProcessNamespace"] = True
+    return template
+
+
+def run_task(container: dict[str, Any], image: str, *flags: str, **env: str) -> None:
+    """Makes an example's worker container run TASK from ``image``, with ``flags`` after the
+    example's worker options and ``env`` added."""
     assert container["command"][:5] == [
         "paralleljob-worker",
         "--redis",
@@ -250,9 +274,6 @@ def worker_template(
     options = container["command"][: container["command"].index("--")]
     container["command"] = [*options, *flags, "--", "python3", "-c", TASK]
     container["env"] += [{"name": name, "value": value} for name, value in env.items()]
-    if shared_pids:
-        spec["shareProcessNamespace"] = True
-    return template
 
 
 def show(k: Kubectl, name: str, when: str) -> None:
