@@ -32,8 +32,8 @@ from .config import (
     listen_url,
     port_from_env,
 )
-from .kube import ApiError, ConfigError, Kube, load_configuration
-from .leader import lease_path, run_elected
+from .shell.kube import ApiError, ConfigError, Kube, load_configuration
+from .shell.leader import lease_path, run_elected
 
 PROG = "paralleljob-operator"
 DEFAULTS = OperatorConfig()

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from .controller import ControllerConfig
-from .core import CoreConfig
+from .core.sync import CoreConfig
+from .shell.controller import ControllerConfig
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 

@@ -31,14 +31,14 @@ import kopf
 from aiohttp import web
 
 from . import constants as c
-from . import metrics
 from .config import OperatorConfig
-from .controller import Controller
-from .events import EventRecorder
-from .kube import Kube, load_configuration
-from .model import PodInfo, parse_pod
-from .progress import describe
-from .ref_manager import candidate_jobs
+from .core.model import PodInfo, parse_pod
+from .shell import metrics
+from .shell.controller import Controller
+from .shell.events import EventRecorder
+from .shell.kube import Kube, load_configuration
+from .shell.progress import describe
+from .shell.ref_manager import candidate_jobs
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """An in-memory API server for one ParallelJob and its pods, and an event recorder
-that keeps what it is given: the unit tests' :class:`~paralleljob.api.ControllerApi`,
-:class:`~paralleljob.api.EventSink` and :class:`~paralleljob.events.Recorder`
+that keeps what it is given: the unit tests' :class:`~paralleljob.shell.api.ControllerApi`,
+:class:`~paralleljob.shell.api.EventSink` and :class:`~paralleljob.shell.events.Recorder`
 (upstream's tests have ``controller.FakePodControl`` and ``record.FakeRecorder``).
 
 Every call that reaches the fake is recorded, in order, with its body, so that tests
@@ -23,10 +23,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from paralleljob.api import ApiError
-from paralleljob.core import Event
-from paralleljob.events import JobRef
-from paralleljob.model import PodInfo, parse_pod
+from paralleljob.core.model import PodInfo, parse_pod
+from paralleljob.core.sync import Event
+from paralleljob.shell.api import ApiError
+from paralleljob.shell.events import JobRef
 from paralleljob.timeutil import format_time
 
 JsonDict = dict[str, Any]

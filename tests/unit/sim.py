@@ -1,4 +1,4 @@
-"""The scenario simulator: the operator's real :class:`~paralleljob.controller.Controller`
+"""The scenario simulator: the operator's real :class:`~paralleljob.shell.controller.Controller`
 against an in-memory API server (:class:`FakeApi`), on a clock the test holds.
 
 ``Sim.sync()`` hands the controller the newest job (as the job watch would) and runs one
@@ -17,11 +17,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from paralleljob import constants as c
-from paralleljob.api import ApiError
-from paralleljob.controller import Clock, Controller, ControllerConfig, JobRuntime
-from paralleljob.core import CoreConfig, Event, PodPlan, SyncResult
-from paralleljob.indexed import indexed_pod
-from paralleljob.model import (
+from paralleljob.core.indexed import indexed_pod
+from paralleljob.core.model import (
     COMPLETION_INDEX_ANNOTATION,
     INDEX_FAILURE_COUNT_ANNOTATION,
     INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
@@ -33,12 +30,15 @@ from paralleljob.model import (
     parse_job,
     status_to_dict,
 )
-from paralleljob.pod_failure_policy import (
+from paralleljob.core.pod_failure_policy import (
     ContainerStatus,
     PodCondition,
     PodFailureFacts,
     PodFailurePolicy,
 )
+from paralleljob.core.sync import CoreConfig, Event, PodPlan, SyncResult
+from paralleljob.shell.api import ApiError
+from paralleljob.shell.controller import Clock, Controller, ControllerConfig, JobRuntime
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict

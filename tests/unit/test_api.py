@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from paralleljob.api import ApiError, ControllerApi, EventSink
-from paralleljob.kube import Kube
+from paralleljob.shell.api import ApiError, ControllerApi, EventSink
+from paralleljob.shell.kube import Kube
 
 from .fake_api import FakeApi
 

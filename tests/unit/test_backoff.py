@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.backoff import (
+from paralleljob.core.backoff import (
     DEFAULT_BASE_SECONDS,
     DEFAULT_MAX_SECONDS,
     BackoffRecord,
@@ -20,8 +20,8 @@ from paralleljob.backoff import (
     remaining_seconds,
     remaining_seconds_per_index,
 )
-from paralleljob.core import CoreConfig
-from paralleljob.model import PodFailureBackoff, PodInfo
+from paralleljob.core.model import PodFailureBackoff, PodInfo
+from paralleljob.core.sync import CoreConfig
 
 from .sim import T0
 

@@ -14,16 +14,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.api import ApiError
-from paralleljob.controller import (
-    Clock,
-    Conflict,
-    Controller,
-    ControllerConfig,
-    JobRuntime,
-    SyncReport,
-)
-from paralleljob.model import (
+from paralleljob.core.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     JobSpec,
@@ -31,13 +22,22 @@ from paralleljob.model import (
     SuccessPolicy,
     SuccessPolicyRule,
 )
-from paralleljob.pod_failure_policy import (
+from paralleljob.core.pod_failure_policy import (
     ACTION_FAIL_JOB,
     ACTION_IGNORE,
     OPERATOR_IN,
     OnExitCodes,
     PodFailurePolicy,
     PodFailurePolicyRule,
+)
+from paralleljob.shell.api import ApiError
+from paralleljob.shell.controller import (
+    Clock,
+    Conflict,
+    Controller,
+    ControllerConfig,
+    JobRuntime,
+    SyncReport,
 )
 from paralleljob.timeutil import format_time
 

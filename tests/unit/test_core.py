@@ -8,7 +8,8 @@ from datetime import timedelta
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core import (
+from paralleljob.core.model import Condition, Job, JobSpec, JobStatus, PodInfo
+from paralleljob.core.sync import (
     CoreConfig,
     PodOutcome,
     SyncContext,
@@ -20,7 +21,6 @@ from paralleljob.core import (
     track,
     want_active,
 )
-from paralleljob.model import Condition, Job, JobSpec, JobStatus, PodInfo
 
 from .fake_api import Crash
 from .sim import T0, Sim

@@ -22,16 +22,14 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.controller import JobRuntime, SyncReport
-from paralleljob.core import CoreConfig
-from paralleljob.indexed import (
+from paralleljob.core.indexed import (
     MSG_FAILED_INDEXES,
     MSG_MAX_FAILED_INDEXES_EXCEEDED,
     REASON_FAILED_INDEXES,
     REASON_MAX_FAILED_INDEXES_EXCEEDED,
 )
-from paralleljob.managed_by import managed_by_external_controller
-from paralleljob.model import (
+from paralleljob.core.managed_by import managed_by_external_controller
+from paralleljob.core.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     Condition,
@@ -40,7 +38,7 @@ from paralleljob.model import (
     PodFailureBackoff,
     PodInfo,
 )
-from paralleljob.pod_failure_policy import (
+from paralleljob.core.pod_failure_policy import (
     ACTION_COUNT,
     ACTION_FAIL_INDEX,
     ACTION_FAIL_JOB,
@@ -56,6 +54,8 @@ from paralleljob.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
+from paralleljob.core.sync import CoreConfig
+from paralleljob.shell.controller import JobRuntime, SyncReport
 
 from .fake_api import Crash
 from .sim import CRASH_POINTS, T0, Sim
@@ -694,7 +694,7 @@ def test_a_job_managed_elsewhere_keeps_its_pods_and_finalizers_and_is_logged_onc
     sim.add_pod(F, uid="a")
     sim.add_pod(S, uid="b")
     sim.add_pod(R, uid="c", deleting=True)
-    with caplog.at_level(logging.INFO, logger="paralleljob.controller"):
+    with caplog.at_level(logging.INFO, logger="paralleljob.shell.controller"):
         for _ in range(3):
             assert _sync(sim).delay is None, "nothing to wait for"
             sim.advance(60)

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core import CoreConfig
-from paralleljob.indexed import COMPLETION_INDEX_ENV_NAME, COMPLETION_INDEX_LABEL
-from paralleljob.model import (
+from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME, COMPLETION_INDEX_LABEL
+from paralleljob.core.model import (
     COMPLETION_INDEX_ANNOTATION,
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
@@ -31,12 +30,13 @@ from paralleljob.model import (
     SuccessPolicyRule,
     parse_spec,
 )
-from paralleljob.pod_failure_policy import (
+from paralleljob.core.pod_failure_policy import (
     OnPodConditionsPattern,
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.success_policy import REASON_SUCCESS_POLICY
+from paralleljob.core.success_policy import REASON_SUCCESS_POLICY
+from paralleljob.core.sync import CoreConfig
 
 from .fake_api import Crash
 from .sim import CRASH_POINTS, T0, Sim

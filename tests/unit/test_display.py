@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.display import (
+from paralleljob.core.display import (
     completions_text,
     duration_text,
     human_duration,
@@ -15,7 +15,7 @@ from paralleljob.display import (
     seconds_until_change,
     status_text,
 )
-from paralleljob.model import Condition, JobSpec, JobStatus
+from paralleljob.core.model import Condition, JobSpec, JobStatus
 
 from .sim import T0
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from paralleljob import constants as c
-from paralleljob.api import ApiError
-from paralleljob.events import EventRecorder, JobRef, SpamFilter
+from paralleljob.shell.api import ApiError
+from paralleljob.shell.events import EventRecorder, JobRef, SpamFilter
 
 from .fake_api import FakeApi, JsonDict
 

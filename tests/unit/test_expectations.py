@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.expectations import EXPECTATIONS_TIMEOUT, UIDTrackingExpectations
-from paralleljob.model import PodInfo
+from paralleljob.core.model import PodInfo
+from paralleljob.shell.expectations import EXPECTATIONS_TIMEOUT, UIDTrackingExpectations
 
 NEW = PodInfo("n", "new")
 OLD = PodInfo("o", "old")

@@ -12,8 +12,8 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob import handlers
-from paralleljob.controller import Controller, ControllerConfig, JobRuntime
-from paralleljob.model import PodInfo
+from paralleljob.core.model import PodInfo
+from paralleljob.shell.controller import Controller, ControllerConfig, JobRuntime
 
 from .fake_api import Call, FakeApi, FakeRecorder
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.indexed import (
+from paralleljob.core.indexed import (
     ACTION_FAIL_INDEX,
     COMPLETION_INDEX_ANNOTATION,
     COMPLETION_INDEX_ENV_NAME,
@@ -60,7 +60,7 @@ from paralleljob.indexed import (
     template_for_index,
     with_ordered_indexes,
 )
-from paralleljob.model import PodInfo
+from paralleljob.core.model import PodInfo
 
 from .sim import T0
 

@@ -17,7 +17,7 @@ from kubernetes.aio.config import incluster_config
 from paralleljob import handlers
 from paralleljob.cli import StartupError, preflight
 from paralleljob.config import OperatorConfig
-from paralleljob.kube import ApiError, ConfigError, Kube, load_configuration
+from paralleljob.shell.kube import ApiError, ConfigError, Kube, load_configuration
 
 # kopf's decorators type handlers as its ActivityFn; call them as the plain coroutines.
 login = cast(Callable[[], Coroutine[Any, Any, kopf.ConnectionInfo]], handlers.login)

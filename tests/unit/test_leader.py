@@ -19,11 +19,11 @@ import yaml
 from aiohttp import web
 
 from paralleljob import config as config_module
-from paralleljob.api import ApiError
 from paralleljob.cli import StartupError, _check_lease, parse_args
 from paralleljob.config import LeaderElectionConfig, OperatorConfig, own_identity, own_namespace
-from paralleljob.kube import Kube, load_configuration
-from paralleljob.leader import (
+from paralleljob.shell.api import ApiError
+from paralleljob.shell.kube import Kube, load_configuration
+from paralleljob.shell.leader import (
     Elector,
     KubeLeaseLock,
     LeaseRecord,

@@ -13,11 +13,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from paralleljob import constants as c
-from paralleljob import metrics
 from paralleljob.constants import MANAGED_BY
-from paralleljob.controller import Controller, ControllerConfig
-from paralleljob.core import CoreConfig
-from paralleljob.model import (
+from paralleljob.core.model import (
     INDEXED_COMPLETION,
     NON_INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
@@ -26,7 +23,7 @@ from paralleljob.model import (
     JobStatus,
     PodInfo,
 )
-from paralleljob.pod_failure_policy import (
+from paralleljob.core.pod_failure_policy import (
     ACTION_COUNT,
     ACTION_FAIL_INDEX,
     ACTION_FAIL_JOB,
@@ -40,7 +37,10 @@ from paralleljob.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.tracking import record_finished_pods
+from paralleljob.core.sync import CoreConfig
+from paralleljob.core.tracking import record_finished_pods
+from paralleljob.shell import metrics
+from paralleljob.shell.controller import Controller, ControllerConfig
 
 from .fake_api import FakeApi, FakeRecorder
 from .sim import Sim

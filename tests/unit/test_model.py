@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.model import (
+from paralleljob.core.model import (
     COMPLETION_INDEX_ANNOTATION,
     INDEX_FAILURE_COUNT_ANNOTATION,
     INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
@@ -26,7 +26,7 @@ from paralleljob.model import (
     spec_defaults_patch,
     status_to_dict,
 )
-from paralleljob.pod_failure_policy import ContainerStatus, PodCondition, PodFailureFacts
+from paralleljob.core.pod_failure_policy import ContainerStatus, PodCondition, PodFailureFacts
 from paralleljob.timeutil import format_time, parse_time
 
 from .sim import T0

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from paralleljob.json_types import JsonDict
-from paralleljob.model import PodInfo
-from paralleljob.pod_failure_policy import (
+from paralleljob.core.model import PodInfo
+from paralleljob.core.pod_failure_policy import (
     ACTION_COUNT,
     ACTION_FAIL_INDEX,
     ACTION_FAIL_JOB,
@@ -28,6 +27,7 @@ from paralleljob.pod_failure_policy import (
     parse_pod_failure_policy,
     pod_failure_facts,
 )
+from paralleljob.json_types import JsonDict
 
 DISRUPTION_TARGET = "DisruptionTarget"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from paralleljob.progress import LoopClock, Stall, describe, stalls
+from paralleljob.shell.progress import LoopClock, Stall, describe, stalls
 
 T = 180.0
 

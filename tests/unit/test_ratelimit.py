@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from paralleljob.ratelimit import SlotScheduler, TokenBucket
+from paralleljob.shell.ratelimit import SlotScheduler, TokenBucket
 
 
 def test_a_full_bucket_serves_its_burst_at_once_then_paces_at_its_rate() -> None:

@@ -10,7 +10,7 @@ import pytest
 from paralleljob import constants as c
 from paralleljob.cli import liveness_endpoint, parse_args
 from paralleljob.config import OperatorConfig
-from paralleljob.pods import build_pod
+from paralleljob.core.pods import build_pod
 
 JOB: dict[str, Any] = {
     "apiVersion": "paralleljob.dev/v1alpha1",

@@ -10,8 +10,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from paralleljob import constants as c
-from paralleljob.model import Condition, JobSpec, JobStatus
-from paralleljob.status_batch import progress_only, seconds_to_wait
+from paralleljob.core.model import Condition, JobSpec, JobStatus
+from paralleljob.shell.status_batch import progress_only, seconds_to_wait
 
 from .sim import Sim
 

@@ -8,9 +8,8 @@ import logging
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.json_types import JsonDict
-from paralleljob.model import Condition
-from paralleljob.success_policy import (
+from paralleljob.core.model import Condition
+from paralleljob.core.success_policy import (
     REASON_SUCCESS_POLICY,
     Interval,
     SuccessPolicy,
@@ -21,6 +20,7 @@ from paralleljob.success_policy import (
     parse_success_policy,
     rules_matched_message,
 )
+from paralleljob.json_types import JsonDict
 
 MATCHED_0 = "Matched rules at index 0"
 
@@ -309,7 +309,7 @@ def test_rule_indexes_are_parsed_as_upstream(
 
 def test_a_corrupted_interval_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     policy = SuccessPolicy(rules=(SuccessPolicyRule("invalid-form"),))
-    with caplog.at_level(logging.INFO, logger="paralleljob.indexed"):
+    with caplog.at_level(logging.INFO, logger="paralleljob.core.indexed"):
         matches_success_policy(policy, "myjob", 10, [(0, 0)])
     assert "job=myjob interval='invalid-form'" in caplog.text
 

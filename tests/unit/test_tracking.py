@@ -9,8 +9,8 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.indexed import parse_indexes_from_string, track_succeeded_indexes
-from paralleljob.model import (
+from paralleljob.core.indexed import parse_indexes_from_string, track_succeeded_indexes
+from paralleljob.core.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     Condition,
@@ -19,7 +19,7 @@ from paralleljob.model import (
     PodInfo,
     is_pod_failed,
 )
-from paralleljob.pod_failure_policy import (
+from paralleljob.core.pod_failure_policy import (
     ACTION_IGNORE,
     OPERATOR_IN,
     ContainerStatus,
@@ -28,7 +28,7 @@ from paralleljob.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.tracking import (
+from paralleljob.core.tracking import (
     can_remove_finalizer,
     clean_uncounted_pods_without_finalizers,
     new_finished_pods,

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.model import Condition, Job, JobSpec, JobStatus
-from paralleljob.ttl import process_ttl
+from paralleljob.core.model import Condition, Job, JobSpec, JobStatus
+from paralleljob.core.ttl import process_ttl
 
 from .sim import T0
 

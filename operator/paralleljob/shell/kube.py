@@ -19,10 +19,10 @@ from typing import Any
 from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
-from . import constants as c
+from .. import constants as c
+from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
-from .json_types import JsonDict
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)

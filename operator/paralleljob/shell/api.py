@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from .json_types import JsonDict
+from ..json_types import JsonDict
 
 
 class ApiError(Exception):

@@ -20,8 +20,8 @@ from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from .indexed import intervals_total, parse_indexes_from_string
-from .model import POD_REPLACEMENT_FAILED, JobSpec, JobStatus
+from ..core.indexed import intervals_total, parse_indexes_from_string
+from ..core.model import POD_REPLACEMENT_FAILED, JobSpec, JobStatus
 
 PREFIX = "paralleljob_controller"
 

@@ -14,15 +14,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from . import constants as c
-from .json_types import JsonDict
+from .. import constants as c
+from ..json_types import JsonDict
+from ..timeutil import format_time, parse_time
 from .pod_failure_policy import (
     PodFailureFacts,
     PodFailurePolicy,
     parse_pod_failure_policy,
     pod_failure_facts,
 )
-from .timeutil import format_time, parse_time
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .model import PodInfo
+from ..core.model import PodInfo
 
 #: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes.
 EXPECTATIONS_TIMEOUT = 300.0

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .model import PodInfo
+from ..core.model import PodInfo
 
 
 @dataclass(frozen=True)

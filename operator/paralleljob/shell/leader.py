@@ -45,10 +45,10 @@ from typing import Protocol, TypeVar
 
 from aiohttp import web
 
+from ..config import JITTER_FACTOR, LeaderElectionConfig, OperatorConfig
+from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError
-from .config import JITTER_FACTOR, LeaderElectionConfig, OperatorConfig
-from .json_types import JsonDict
 from .kube import Kube, load_configuration
 
 log = logging.getLogger(__name__)

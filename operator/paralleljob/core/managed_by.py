@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import constants as c
+from .. import constants as c
 
 
 def managed_by_external_controller(spec: Mapping[str, Any]) -> str | None:

@@ -37,7 +37,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
-from . import constants as c
+from .. import constants as c
+from ..timeutil import truncate
 from . import display
 from .backoff import (
     DEFAULT_BASE_SECONDS,
@@ -75,7 +76,6 @@ from .pod_failure_policy import (
     non_ignored_failed_count,
 )
 from .success_policy import REASON_SUCCESS_POLICY, matches_success_policy
-from .timeutil import truncate
 from .tracking import (
     clean_uncounted_pods_without_finalizers,
     new_finished_pods,

@@ -45,8 +45,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Final, Protocol, TypeAlias
 
-from . import constants as c
-from .json_types import JsonDict
+from .. import constants as c
+from ..json_types import JsonDict
 from .model import COMPLETION_INDEX_ANNOTATION as COMPLETION_INDEX_ANNOTATION
 from .model import INDEX_FAILURE_COUNT_ANNOTATION as INDEX_FAILURE_COUNT_ANNOTATION
 from .model import INDEX_IGNORED_FAILURE_COUNT_ANNOTATION as INDEX_IGNORED_FAILURE_COUNT_ANNOTATION
@@ -487,7 +487,7 @@ def _pods_with_same_index_for_removal_and_remaining(
     if len(pods) == 1:
         return (), (pods[0],)
     # core imports this module; importing core at the top would make that circular.
-    from .core import removal_order_key
+    from .sync import removal_order_key
 
     ordered = sorted(pods, key=removal_order_key)
     return tuple(ordered[:-1]), (ordered[-1],)

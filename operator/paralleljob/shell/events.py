@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
-from . import constants as c
+from .. import constants as c
+from ..timeutil import format_time
 from .api import ApiError, EventSink
 from .ratelimit import TokenBucket
-from .timeutil import format_time
 
 log = logging.getLogger(__name__)
 

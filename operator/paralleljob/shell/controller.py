@@ -24,10 +24,23 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from . import constants as c
-from . import metrics
-from .api import ApiError, ControllerApi
-from .core import (
+from .. import constants as c
+from ..core.indexed import pod_templates
+from ..core.managed_by import managed_by_external_controller
+from ..core.model import (
+    INDEXED_COMPLETION,
+    NON_INDEXED_COMPLETION,
+    JobStatus,
+    PodInfo,
+    is_finished,
+    parse_job,
+    parse_spec,
+    parse_status,
+    spec_defaults_patch,
+    status_to_dict,
+)
+from ..core.pods import build_pod, job_template, owner_reference
+from ..core.sync import (
     CoreConfig,
     Event,
     PodOutcome,
@@ -40,24 +53,11 @@ from .core import (
     sync_context,
     track,
 )
+from ..json_types import JsonDict
+from . import metrics
+from .api import ApiError, ControllerApi
 from .events import JobRef, Recorder
 from .expectations import UIDTrackingExpectations
-from .indexed import pod_templates
-from .json_types import JsonDict
-from .managed_by import managed_by_external_controller
-from .model import (
-    INDEXED_COMPLETION,
-    NON_INDEXED_COMPLETION,
-    JobStatus,
-    PodInfo,
-    is_finished,
-    parse_job,
-    parse_spec,
-    parse_status,
-    spec_defaults_patch,
-    status_to_dict,
-)
-from .pods import build_pod, job_template, owner_reference
 from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
 from .ratelimit import SlotScheduler
 from .ref_manager import claim_pods

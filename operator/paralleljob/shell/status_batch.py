@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .model import JobStatus
+from ..core.model import JobStatus
 
 #: Default of PJ_STATUS_BATCH_SECONDS (upstream's podUpdateBatchPeriod).
 DEFAULT_STATUS_BATCH_SECONDS = 1.0

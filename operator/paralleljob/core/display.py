@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from datetime import datetime
 
-from . import constants as c
+from .. import constants as c
 from .model import JobSpec, JobStatus, has_true_condition
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from . import constants as c
+from .. import constants as c
 from .indexed import Interval as Interval
 from .indexed import intervals_total, parse_indexes_from_string
 from .model import Condition, find_condition

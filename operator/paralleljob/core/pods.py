@@ -6,8 +6,8 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from . import constants as c
-from .json_types import JsonDict
+from .. import constants as c
+from ..json_types import JsonDict
 
 #: The API server appends 5 random characters to a generateName cut to this length.
 MAX_GENERATE_NAME_PREFIX = 58

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from . import constants as c
+from .. import constants as c
 from .model import Job, JobStatus, find_condition
 
 
