@@ -1,4 +1,6 @@
-"""Operator settings from the command line and the environment."""
+"""Every operator setting and its default, defined once, and how the command line and
+the environment set them. A leaf: it imports nothing of the package's but leaves, so the
+core and the shell both read their settings from here (tests/unit/test_layers.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
-
-from .core.sync import CoreConfig
-from .shell.controller import ControllerConfig
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
@@ -69,6 +68,51 @@ def listen_url(address: str, port: int, path: str) -> str:
     """``http://ADDRESS:PORT/PATH``, an IPv6 address in brackets."""
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}{path}"
+
+
+@dataclass(frozen=True)
+class CoreConfig:
+    """What the pure core is tuned by: upstream's job controller constants."""
+
+    #: The pod-failure back-off's base (DefaultJobPodFailureBackOff, 10 s;
+    #: ``PJ_POD_BACKOFF_BASE_SECONDS``) and cap (MaxJobPodFailureBackOff, 10 minutes;
+    #: ``PJ_POD_BACKOFF_MAX_SECONDS``).
+    backoff_base_seconds: float = 10.0
+    backoff_max_seconds: float = 600.0
+    #: MaxPodCreateDeletePerSync upstream.
+    max_pod_changes_per_sync: int = 500
+    #: MaxUncountedPods upstream.
+    max_uncounted: int = 500
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    """What the shell's per-job loops and writes are tuned by."""
+
+    core: CoreConfig = field(default_factory=CoreConfig)
+    #: Event-driven syncs of one job start at least this far apart, so that a burst
+    #: of pod events makes one sync (upstream batches pod events for 1s;
+    #: ``PJ_SYNC_BATCH_SECONDS``).
+    sync_batch_seconds: float = 0.1
+    #: Retry delays after a failed API call (upstream's job work queue: 1s .. 1min).
+    retry_base_seconds: float = 1.0
+    retry_max_seconds: float = 60.0
+    #: The liveness probe fails when a job loop's work has been pending this long
+    #: (``PJ_LIVENESS_STALL_SECONDS``): below the 5-minute expectations timeout, so that
+    #: an unobserved pod change is reported before the loop gives up waiting for it.
+    stall_seconds: float = 180.0
+    #: Budget of status writes per second, over all jobs, that only refresh the printed
+    #: DURATION of running jobs (``PJ_DURATION_REFRESH_QPS``; 0: never refresh DURATION
+    #: on its own; it is then written with the job's other changes only).
+    duration_refresh_qps: float = 5.0
+    #: A status write that only reports a running job's progress waits until this long
+    #: after the job's last status write (``PJ_STATUS_BATCH_SECONDS``, upstream's
+    #: podUpdateBatchPeriod; see status_batch.py; 0: never waits).
+    status_batch_seconds: float = 1.0
+    #: Budget of status writes per second, over all jobs, that only report progress
+    #: (``PJ_PROGRESS_WRITE_QPS``; see status_batch.py; 0: no budget, each job writes
+    #: once per batch period).
+    progress_write_qps: float = 10.0
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from paralleljob import constants as c
+from paralleljob.config import ControllerConfig, CoreConfig
 from paralleljob.core.indexed import indexed_pod
 from paralleljob.core.model import (
     COMPLETION_INDEX_ANNOTATION,
@@ -36,9 +37,9 @@ from paralleljob.core.pod_failure_policy import (
     PodFailureFacts,
     PodFailurePolicy,
 )
-from paralleljob.core.sync import CoreConfig, Event, PodPlan, SyncResult
+from paralleljob.core.sync import Event, PodPlan, SyncResult
 from paralleljob.shell.api import ApiError
-from paralleljob.shell.controller import Clock, Controller, ControllerConfig, JobRuntime
+from paralleljob.shell.controller import Clock, Controller, JobRuntime
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict

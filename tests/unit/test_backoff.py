@@ -9,9 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.config import CoreConfig
 from paralleljob.core.backoff import (
-    DEFAULT_BASE_SECONDS,
-    DEFAULT_MAX_SECONDS,
     BackoffRecord,
     delay_seconds,
     job_backoff,
@@ -21,15 +20,16 @@ from paralleljob.core.backoff import (
     remaining_seconds_per_index,
 )
 from paralleljob.core.model import PodFailureBackoff, PodInfo
-from paralleljob.core.sync import CoreConfig
 
 from .sim import T0
+
+DEFAULT_BASE_SECONDS = CoreConfig().backoff_base_seconds
+DEFAULT_MAX_SECONDS = CoreConfig().backoff_max_seconds
 
 
 def test_the_defaults_are_upstream_s() -> None:
     """DefaultJobPodFailureBackOff = 10 * time.Second, MaxJobPodFailureBackOff =
     10 * time.Minute (job_controller.go)."""
-    assert (DEFAULT_BASE_SECONDS, DEFAULT_MAX_SECONDS) == (10, 600)
     config = CoreConfig()
     assert (config.backoff_base_seconds, config.backoff_max_seconds) == (10, 600)
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.config import ControllerConfig
 from paralleljob.core.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
@@ -35,7 +36,6 @@ from paralleljob.shell.controller import (
     Clock,
     Conflict,
     Controller,
-    ControllerConfig,
     JobRuntime,
     SyncReport,
 )

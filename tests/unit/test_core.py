@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.config import CoreConfig
 from paralleljob.core.model import Condition, Job, JobSpec, JobStatus, PodInfo
 from paralleljob.core.sync import (
-    CoreConfig,
     PodOutcome,
     SyncContext,
     SyncInput,

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.config import CoreConfig
 from paralleljob.core.indexed import (
     MSG_FAILED_INDEXES,
     MSG_MAX_FAILED_INDEXES_EXCEEDED,
@@ -54,7 +55,6 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.core.sync import CoreConfig
 from paralleljob.shell.controller import JobRuntime, SyncReport
 
 from .fake_api import Crash

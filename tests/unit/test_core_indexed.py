@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.config import CoreConfig
 from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME, COMPLETION_INDEX_LABEL
 from paralleljob.core.model import (
     COMPLETION_INDEX_ANNOTATION,
@@ -36,7 +37,6 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicyRule,
 )
 from paralleljob.core.success_policy import REASON_SUCCESS_POLICY
-from paralleljob.core.sync import CoreConfig
 
 from .fake_api import Crash
 from .sim import CRASH_POINTS, T0, Sim

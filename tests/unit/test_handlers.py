@@ -12,8 +12,9 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob import handlers
+from paralleljob.config import ControllerConfig
 from paralleljob.core.model import PodInfo
-from paralleljob.shell.controller import Controller, ControllerConfig, JobRuntime
+from paralleljob.shell.controller import Controller, JobRuntime
 
 from .fake_api import Call, FakeApi, FakeRecorder
 

@@ -13,6 +13,7 @@ import pytest
 from prometheus_client import REGISTRY
 
 from paralleljob import constants as c
+from paralleljob.config import ControllerConfig, CoreConfig
 from paralleljob.constants import MANAGED_BY
 from paralleljob.core.model import (
     INDEXED_COMPLETION,
@@ -37,10 +38,9 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.core.sync import CoreConfig
 from paralleljob.core.tracking import record_finished_pods
 from paralleljob.shell import metrics
-from paralleljob.shell.controller import Controller, ControllerConfig
+from paralleljob.shell.controller import Controller
 
 from .fake_api import FakeApi, FakeRecorder
 from .sim import Sim

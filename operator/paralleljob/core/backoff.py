@@ -24,11 +24,6 @@ from datetime import datetime
 from .indexed import get_index_absolute_failure_count
 from .model import PodFailureBackoff, PodInfo
 
-#: DefaultJobPodFailureBackOff: 10 s.
-DEFAULT_BASE_SECONDS = 10.0
-#: MaxJobPodFailureBackOff: 10 minutes.
-DEFAULT_MAX_SECONDS = 600.0
-
 
 @dataclass(frozen=True)
 class BackoffRecord:

@@ -38,11 +38,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from .. import constants as c
+from ..config import CoreConfig
 from ..timeutil import truncate
 from . import display
 from .backoff import (
-    DEFAULT_BASE_SECONDS,
-    DEFAULT_MAX_SECONDS,
     BackoffRecord,
     job_backoff,
     next_record,
@@ -86,16 +85,6 @@ from .ttl import process_ttl
 
 NORMAL = "Normal"
 WARNING = "Warning"
-
-
-@dataclass(frozen=True)
-class CoreConfig:
-    backoff_base_seconds: float = DEFAULT_BASE_SECONDS
-    backoff_max_seconds: float = DEFAULT_MAX_SECONDS
-    #: MaxPodCreateDeletePerSync upstream.
-    max_pod_changes_per_sync: int = 500
-    #: MaxUncountedPods upstream.
-    max_uncounted: int = 500
 
 
 @dataclass(frozen=True)

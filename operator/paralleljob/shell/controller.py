@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .. import constants as c
+from ..config import ControllerConfig
 from ..core.indexed import pod_templates
 from ..core.managed_by import managed_by_external_controller
 from ..core.model import (
@@ -41,7 +42,6 @@ from ..core.model import (
 )
 from ..core.pods import build_pod, job_template, owner_reference
 from ..core.sync import (
-    CoreConfig,
     Event,
     PodOutcome,
     PodPlan,
@@ -58,15 +58,10 @@ from . import metrics
 from .api import ApiError, ControllerApi
 from .events import JobRef, Recorder
 from .expectations import UIDTrackingExpectations
-from .progress import DEFAULT_STALL_SECONDS, LoopClock, Stall, stalls
+from .progress import LoopClock, Stall, stalls
 from .ratelimit import SlotScheduler
 from .ref_manager import claim_pods
-from .status_batch import (
-    DEFAULT_PROGRESS_WRITE_QPS,
-    DEFAULT_STATUS_BATCH_SECONDS,
-    progress_only,
-    seconds_to_wait,
-)
+from .status_batch import progress_only, seconds_to_wait
 
 log = logging.getLogger(__name__)
 
@@ -80,32 +75,6 @@ BUSY_REFRESH_RETRY_SECONDS = 1.0
 
 #: The status cause of a creation refused because the namespace is being deleted.
 NAMESPACE_TERMINATING = "NamespaceTerminating"
-
-#: Default of PJ_DURATION_REFRESH_QPS: status writes per second, over all jobs, that
-#: only refresh the printed DURATION of running jobs.
-DEFAULT_DURATION_REFRESH_QPS = 5.0
-
-
-@dataclass(frozen=True)
-class ControllerConfig:
-    core: CoreConfig = field(default_factory=CoreConfig)
-    #: Event-driven syncs of one job start at least this far apart, so that a burst
-    #: of pod events makes one sync (upstream batches pod events for 1s).
-    sync_batch_seconds: float = 0.1
-    #: Retry delays after a failed API call (upstream's job work queue: 1s .. 1min).
-    retry_base_seconds: float = 1.0
-    retry_max_seconds: float = 60.0
-    #: The liveness probe fails when a job loop's work has been pending this long.
-    stall_seconds: float = DEFAULT_STALL_SECONDS
-    #: Budget of status writes per second that only refresh DURATION (0: never refresh
-    #: DURATION on its own; it is then written with the job's other changes only).
-    duration_refresh_qps: float = DEFAULT_DURATION_REFRESH_QPS
-    #: A status write that only reports a running job's progress waits until this long
-    #: after the job's last status write (see status_batch.py; 0: never waits).
-    status_batch_seconds: float = DEFAULT_STATUS_BATCH_SECONDS
-    #: Budget of status writes per second, over all jobs, that only report progress
-    #: (see status_batch.py; 0: no budget, each job writes once per batch period).
-    progress_write_qps: float = DEFAULT_PROGRESS_WRITE_QPS
 
 
 def _utc_now() -> datetime:

@@ -21,10 +21,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-#: Default of PJ_LIVENESS_STALL_SECONDS: below the 5-minute expectations timeout, so
-#: that an unobserved pod change is reported before the loop gives up waiting for it.
-DEFAULT_STALL_SECONDS = 180.0
-
 
 @dataclass(frozen=True)
 class LoopClock:

@@ -27,12 +27,6 @@ from dataclasses import replace
 
 from ..core.model import JobStatus
 
-#: Default of PJ_STATUS_BATCH_SECONDS (upstream's podUpdateBatchPeriod).
-DEFAULT_STATUS_BATCH_SECONDS = 1.0
-
-#: Default of PJ_PROGRESS_WRITE_QPS.
-DEFAULT_PROGRESS_WRITE_QPS = 10.0
-
 
 def progress_only(current: JobStatus, wanted: JobStatus) -> bool:
     """Whether writing ``wanted`` over ``current`` changes only the progress counters

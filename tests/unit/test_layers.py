@@ -1,0 +1,121 @@
+"""The layers hold: the core is pure and the settings are a leaf. Pure: reads the source.
+
+- ``paralleljob.core`` imports only the standard library (no asyncio), itself and the
+  package's leaves; never the shell, the kopf wiring, or an I/O library.
+- ``paralleljob.config`` imports only the standard library and leaves.
+- A leaf imports nothing of the package but other leaves.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "paralleljob"
+LEAVES = {"paralleljob.constants", "paralleljob.json_types", "paralleljob.timeutil"}
+IO_LIBRARIES = {"asyncio", "aiohttp", "kopf", "kubernetes", "prometheus_client", "redis"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> set[str]:
+    return imports_of(path.read_text(), module_name(path), path.name == "__init__.py")
+
+
+def imports_of(source: str, name: str, is_package: bool = False) -> set[str]:
+    """Every module ``source`` (module ``name``) imports, relative imports resolved,
+    lazy ones included."""
+    package = name if is_package else name.rsplit(".", 1)[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            # `from . import x` imports the module x, not a name of the package.
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return found
+
+
+def package_modules() -> set[str]:
+    return {module_name(p) for p in PACKAGE.rglob("*.py")}
+
+
+def _own(found: set[str]) -> set[str]:
+    """The package's own modules among ``found`` (names of a module's members dropped)."""
+    modules = package_modules()
+    return {m for m in found if m in modules}
+
+
+def _foreign(found: set[str]) -> set[str]:
+    return {m.split(".")[0] for m in found if not m.startswith("paralleljob")}
+
+
+def core_problems(found: set[str]) -> list[str]:
+    bad = sorted(_foreign(found) & IO_LIBRARIES)
+    bad += sorted(
+        m
+        for m in _own(found)
+        if not (
+            m.startswith("paralleljob.core") or m in LEAVES | {"paralleljob", "paralleljob.config"}
+        )
+    )
+    return bad
+
+
+def leaf_problems(found: set[str], allowed: set[str]) -> list[str]:
+    return sorted(m for m in _own(found) if m not in allowed and m != "paralleljob") + sorted(
+        _foreign(found) & IO_LIBRARIES
+    )
+
+
+CORE_FILES = sorted((PACKAGE / "core").glob("*.py"))
+
+
+def test_the_core_has_modules() -> None:
+    assert len(CORE_FILES) > 5
+
+
+@pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: p.name)
+def test_a_core_module_is_pure(path: Path) -> None:
+    assert core_problems(imports(path)) == []
+
+
+def test_config_is_a_leaf() -> None:
+    assert leaf_problems(imports(PACKAGE / "config.py"), LEAVES) == []
+
+
+@pytest.mark.parametrize("name", sorted(LEAVES))
+def test_a_leaf_imports_only_leaves(name: str) -> None:
+    path = PACKAGE / f"{name.rsplit('.', 1)[1]}.py"
+    assert leaf_problems(imports(path), LEAVES) == []
+
+
+def test_the_checks_see_an_impure_module() -> None:
+    """The checks above can fail: a core module importing asyncio, kopf and the shell."""
+    source = (
+        "import asyncio\nfrom ..shell import controller\nfrom . import model\n"
+        "def f():\n    import kopf\n    from ..handlers import startup\n"
+    )
+    found = imports_of(source, "paralleljob.core.probe")
+    assert core_problems(found) == [
+        "asyncio",
+        "kopf",
+        "paralleljob.handlers",
+        "paralleljob.shell",
+        "paralleljob.shell.controller",
+    ]
+
+
+def test_the_leaf_check_sees_a_package_import() -> None:
+    found = imports_of("from .shell.controller import Controller\n", "paralleljob.config")
+    assert leaf_problems(found, LEAVES) == ["paralleljob.shell.controller"]
