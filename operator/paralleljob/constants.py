@@ -22,9 +22,6 @@ TRACKING_FINALIZER: Final = f"{GROUP}/tracking"
 #: one with any other value is left to that controller (managed_by.py).
 MANAGED_BY: Final = f"{GROUP}/job-controller"
 
-#: kopf's own finalizer on ParallelJobs (kopf needs one to stop a job's daemon cleanly).
-KOPF_FINALIZER: Final = f"{GROUP}/operator"
-
 # Condition types (batch/v1 JobConditionType) and the reasons upstream uses.
 COND_COMPLETE: Final = "Complete"
 COND_FAILED: Final = "Failed"

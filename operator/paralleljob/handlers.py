@@ -61,6 +61,8 @@ def _app(memo: Any) -> App:
 
 
 def _pods_of(index: kopf.Index[str, PodInfo]) -> Callable[[str], list[PodInfo]]:
+    """The pod index as the controller reads it: a job uid's pods."""
+
     def pods_of(uid: str) -> list[PodInfo]:
         store = index.get(uid)
         return list(store) if store is not None else []
@@ -109,7 +111,9 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+async def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> None:
+    """Builds the controller once, with the indexes kopf fills (empty until the
+    initial listing): the pods by job uid, and which jobs exist."""
     config: OperatorConfig = getattr(memo, "config", None) or OperatorConfig()
     settings.posting.enabled = False  # the operator posts its own Events
     settings.persistence.diffbase_storage = NoDiffBase()
@@ -123,7 +127,15 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     app = App()
     app.kube = kube
     app.recorder = recorder
-    app.controller = Controller(kube, recorder, config.controller)
+    pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
+    jobs: kopf.Index[str, bool] = kwargs["paralleljobs_by_uid"]
+    app.controller = Controller(
+        kube,
+        recorder,
+        config.controller,
+        pods_of=_pods_of(pods_by_job),
+        job_exists=lambda uid: uid in jobs,
+    )
     metrics.track_state(app.controller)
     app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
@@ -157,60 +169,31 @@ async def paralleljobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
 
 
 @kopf.on.event("", "v1", "pods", labels=POD_SELECTOR)
-async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **kwargs: Any) -> None:
-    jobs: kopf.Index[str, bool] = kwargs["paralleljobs_by_uid"]
-    controller = _app(memo).controller
-    pod = parse_pod(body)
-    gone = event.get("type") == "DELETED"
-    controller.finished_with_finalizer.observe(
-        pod.uid, pod.phase in (c.SUCCEEDED, c.FAILED) and pod.has_finalizer and not gone
-    )
-    if gone and pod.has_finalizer:
-        # A pod holding a finalizer cannot be gone: its label was removed, so the
-        # filtered watch let it go (and shows its last matching state). No job sees
-        # it again: release it now, or deleting it would hang on the finalizer.
-        await controller.release_unwatched(pod)
-    looked_at = False
-    for uid in candidate_jobs(pod):
-        rt = controller.jobs.get(uid)
-        # A stopped loop (its job deleted) may still be finishing a sync that creates
-        # pods: those are orphans already, released below.
-        if rt is not None and not rt.stopped:
-            rt.expectations.observe_pod(
-                pod.uid, gone=gone, deleting=pod.deleting, has_finalizer=pod.has_finalizer
-            )
-            rt.poke()
-            looked_at = True
-    orphan = not any(uid in jobs for uid in candidate_jobs(pod))
-    if pod.has_finalizer and not gone and not looked_at and orphan:
-        await controller.release_orphan(pod.namespace, pod.name)
+async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
+    await _app(memo).controller.pod_seen(parse_pod(body), gone=event.get("type") == "DELETED")
 
 
 @kopf.on.event(c.GROUP, c.VERSION, c.PLURAL)
-async def job_event(event: kopf.RawEvent, memo: Any, **kwargs: Any) -> None:
+async def job_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
     """Every job event (and the initial listing) drives that job's loop."""
-    pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
     obj = event.get("object")
     if not isinstance(obj, dict):
         return
     controller = _app(memo).controller
     if event.get("type") == "DELETED":
         meta = obj.get("metadata", {})
-        await controller.job_gone(
-            str(meta.get("uid", "")), str(meta.get("namespace", "")), _pods_of(pods_by_job)
-        )
+        await controller.job_gone(str(meta.get("uid", "")), str(meta.get("namespace", "")))
         return
-    controller.job_seen(obj, _pods_of(pods_by_job))
+    controller.job_seen(obj)
 
 
 @kopf.on.probe(id="progress")
-async def progress(memo: Any, **kwargs: Any) -> dict[str, int]:
+async def progress(memo: Any, **_: Any) -> dict[str, int]:
     """Fails (so /healthz answers 500) while a job loop is not getting through its work."""
     app: App | None = getattr(memo, "app", None)
     if app is None:  # before startup
         return {"jobs": 0}
-    pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
-    found = app.controller.stalls(_pods_of(pods_by_job), time.monotonic())
+    found = app.controller.stalls(time.monotonic())
     if found:
         raise kopf.PermanentError(describe(found))
     return {"jobs": len(app.controller.jobs)}

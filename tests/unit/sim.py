@@ -39,7 +39,9 @@ from paralleljob.core.pod_failure_policy import (
 )
 from paralleljob.core.sync import Event, PodPlan, SyncResult
 from paralleljob.shell.api import ApiError
-from paralleljob.shell.controller import Clock, Controller, JobRuntime
+from paralleljob.shell.controller import Controller
+from paralleljob.shell.job_sync import Clock
+from paralleljob.shell.runtime import JobRuntime
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
@@ -92,6 +94,7 @@ class Sim:
                 status_batch_seconds=self.status_batch_seconds,
                 progress_write_qps=self.progress_write_qps,
             ),
+            self.api.pods_of,
             clock,
         )
         self.runtime = JobRuntime(copy.deepcopy(self.api.job), clock.monotonic)
@@ -99,7 +102,7 @@ class Sim:
     def sync(self) -> SyncResult:
         self.runtime.offer(copy.deepcopy(self.api.job))  # the job watch's newest event
         try:
-            report = asyncio.run(self.controller.sync(self.runtime, self.api.pods_of))
+            report = asyncio.run(self.controller.sync(self.runtime))
         except Crash:
             self._crash_at = None
             self.restart_operator()

@@ -32,13 +32,11 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicyRule,
 )
 from paralleljob.shell.api import ApiError
-from paralleljob.shell.controller import (
-    Clock,
-    Conflict,
-    Controller,
-    JobRuntime,
-    SyncReport,
-)
+from paralleljob.shell.controller import Controller
+from paralleljob.shell.job_loops import JobLoops, loop_clock
+from paralleljob.shell.job_sync import Clock, SyncReport
+from paralleljob.shell.runtime import JobRuntime
+from paralleljob.shell.status_writer import Conflict
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
@@ -314,7 +312,7 @@ def _failed_sync_calls(sim: Sim, error: type[Exception]) -> list[str]:
     """The calls of a sync that raises ``error``, run as the job loop runs it."""
     mark = len(sim.api.calls)
     with pytest.raises(error):
-        asyncio.run(sim.controller.sync(sim.runtime, sim.api.pods_of))
+        asyncio.run(sim.controller.sync(sim.runtime))
     return [call.method for call in sim.api.calls[mark:]]
 
 
@@ -392,7 +390,7 @@ def _assert_no_write_counted_a_pod_twice(sim: Sim, scenario: Scenario) -> None:
 def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else() -> None:
     api = FakeApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
     rt = JobRuntime(api.job)
-    report = asyncio.run(_controller(api).sync(rt, api.pods_of))
+    report = asyncio.run(_controller(api).sync(rt))
     assert report == SyncReport(delay=0.0), "sync again, from the version written"
     assert [call.method for call in api.calls] == ["patch_job"]
     spec = api.job["spec"]
@@ -401,7 +399,7 @@ def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else(
     assert "podReplacementPolicy" not in spec, "read as TerminatingOrFailed, not written"
     assert rt.body == api.job
     # The next sync starts from the defaulted job and writes no default again.
-    report = asyncio.run(_controller(api).sync(rt, api.pods_of))
+    report = asyncio.run(_controller(api).sync(rt))
     assert report.result is not None
     assert [call.method for call in api.calls].count("patch_job") == 1
 
@@ -420,10 +418,10 @@ def test_a_spec_default_the_api_server_drops_is_not_written_again() -> None:
     api = PruningApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
     rt = JobRuntime(api.job)
     controller = _controller(api)
-    assert asyncio.run(controller.sync(rt, api.pods_of)).result is None
+    assert asyncio.run(controller.sync(rt)).result is None
     assert rt.unstored_defaults == {"completionMode"}
     rt.offer(copy.deepcopy(api.job))
-    assert asyncio.run(controller.sync(rt, api.pods_of)).result is not None
+    assert asyncio.run(controller.sync(rt)).result is not None
     assert [call.method for call in api.calls].count("patch_job") == 1
     assert len(api.pods) == 1
 
@@ -446,7 +444,7 @@ def test_an_indexed_job_s_pods_are_built_from_the_template_for_their_index() -> 
     }
     spec = {**JOB["spec"], "completionMode": "Indexed", "parallelism": 3, "template": template}
     api = FakeApi({**JOB, "spec": spec})
-    report = asyncio.run(_controller(api).sync(JobRuntime(api.job), api.pods_of))
+    report = asyncio.run(_controller(api).sync(JobRuntime(api.job)))
     assert report.plan.create_indexes == (0, 1, 2)
     bodies = [call.body for call in api.calls if call.method == "create_pod"]
     assert [b["metadata"]["generateName"] for b in bodies if b] == ["job-0-", "job-1-", "job-2-"]
@@ -482,14 +480,14 @@ def test_a_refused_sync_is_retried_with_back_off_and_a_conflict_at_once() -> Non
     sim.api.fail(WRITE, REFUSED)
 
     def sync_safely() -> float | None:
-        return asyncio.run(sim.controller.sync_safely(sim.runtime, sim.api.pods_of))
+        return asyncio.run(sim.controller.loops.sync_safely(sim.runtime))
 
     assert [sync_safely() for _ in range(3)] == [1.0, 2.0, 4.0]
     sim.api.fail(WRITE, ApiError(409, "Conflict", "the object has been modified"))
     assert sync_safely() == 0.0
     sim.api.heal(WRITE)
     assert sync_safely() == pytest.approx(1.0), "the next DURATION change"
-    assert sim.runtime.api_failures == 0
+    assert sim.runtime.loop.retry.failures == 0
 
 
 def test_creations_refused_in_a_terminating_namespace_are_no_error_and_not_retried() -> None:
@@ -510,9 +508,11 @@ def test_creations_refused_in_a_terminating_namespace_are_no_error_and_not_retri
     }
     message = "unable to create new content in namespace ns because it is being terminated"
     sim.api.fail("create_pod", ApiError(403, "Forbidden", message, cause))
-    report = asyncio.run(sim.controller.sync(sim.runtime, sim.api.pods_of))
+    report = asyncio.run(sim.controller.sync(sim.runtime))
     assert report.outcome.create_error is None
-    assert sim.runtime.create_failures == 0, "no retry back-off: only an event wakes the job"
+    assert sim.runtime.pods.create_retry.failures == 0, (
+        "no retry back-off: only an event wakes the job"
+    )
     assert sim.condition(c.COND_POD_CREATION_FAILED) is None
     assert [e.reason for e in sim.events] == []
 
@@ -531,42 +531,57 @@ def test_runtime_keeps_the_newest_job_version() -> None:
 def test_a_poke_wakes_the_loop_and_keeps_the_first_wake_time() -> None:
     ticks = iter([1.0, 2.0])
     rt = JobRuntime(JOB, lambda: next(ticks))
-    rt.poke()
-    rt.poke()
-    assert rt.wake.is_set() and rt.woken_at == 1.0
+    rt.loop.poke()
+    rt.loop.poke()
+    assert rt.loop.wake.is_set() and rt.loop.woken_at == 1.0
 
 
 def test_the_loop_clock_shows_the_unsettled_expectations() -> None:
     rt = JobRuntime(JOB)
-    rt.expectations.expect_creation("new", 10.0)
-    assert rt.loop_clock({}, now=30.0).unobserved_since == 10.0
-    assert rt.loop_clock({"new": PodInfo("n", "new")}, now=30.0).unobserved_since is None
+    rt.pods.expectations.expect_creation("new", 10.0)
+    assert loop_clock(rt, {}, now=30.0).unobserved_since == 10.0
+    assert loop_clock(rt, {"new": PodInfo("n", "new")}, now=30.0).unobserved_since is None
 
 
 def test_a_status_write_is_pending_until_the_job_watch_shows_it() -> None:
     rt = JobRuntime(JOB)
-    rt.wrote("5", "7", now=100.0)
-    assert rt.loop_clock({}, now=101.0).unechoed_since == 100.0
-    rt.wrote("7", "9", now=102.0)  # the oldest unechoed write counts
-    rt.watched("6")
-    assert rt.loop_clock({}, now=103.0).unechoed_since == 100.0
-    rt.watched("8")  # an event at or after the write: it came back
-    assert rt.loop_clock({}, now=103.0).unechoed_since is None
+    rt.status.wrote("5", "7", now=100.0)
+    assert loop_clock(rt, {}, now=101.0).unechoed_since == 100.0
+    rt.status.wrote("7", "9", now=102.0)  # the oldest unechoed write counts
+    rt.status.watched("6")
+    assert loop_clock(rt, {}, now=103.0).unechoed_since == 100.0
+    rt.status.watched("8")  # an event at or after the write: it came back
+    assert loop_clock(rt, {}, now=103.0).unechoed_since is None
 
 
 def test_writes_the_watch_cannot_echo_are_not_expected() -> None:
     rt = JobRuntime(JOB)
-    rt.wrote("7", "7", now=1.0)  # the write changed nothing: no new version, no event
-    assert rt.unechoed is None
-    rt.watched("12")
-    rt.wrote("10", "12", now=2.0)  # the watch showed it before the response arrived
-    assert rt.unechoed is None
+    rt.status.wrote("7", "7", now=1.0)  # the write changed nothing: no new version, no event
+    assert rt.status.unechoed is None
+    rt.status.watched("12")
+    rt.status.wrote("10", "12", now=2.0)  # the watch showed it before the response arrived
+    assert rt.status.unechoed is None
 
 
 # -- the job loops -----------------------------------------------------------------------
+async def _no_sync(rt: JobRuntime) -> float | None:
+    return None
+
+
+def _use(controller: Controller, api: FakeApi) -> None:
+    """Points every collaborator of ``controller`` at ``api`` (one FakeApi holds one
+    job): several jobs' syncs then share one controller's budgets."""
+    controller.pods.api = controller.status.api = controller.syncer.api = api
+    controller.syncer.pods_of = controller.pods_of = api.pods_of
+
+
 def _controller(api: FakeApi, **config: Any) -> Controller:
     return Controller(
-        api, FakeRecorder(), ControllerConfig(**{"sync_batch_seconds": 0.0, **config})
+        api,
+        FakeRecorder(),
+        ControllerConfig(**{"sync_batch_seconds": 0.0, **config}),
+        api.pods_of,
+        job_exists=lambda uid: uid == api.job["metadata"]["uid"],
     )
 
 
@@ -580,12 +595,12 @@ def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None
     async def scenario() -> None:
         api = FakeApi(JOB)
         controller = _controller(api)
-        controller.job_seen(api.job, api.pods_of)
+        controller.job_seen(api.job)
         await _until(lambda: len(api.pods) == 2)
         assert list(controller.jobs) == ["job-uid"]
         assert all(p.has_finalizer for p in api.pods.values())
-        task = controller.jobs["job-uid"].task
-        await controller.job_gone("job-uid", "ns", api.pods_of)
+        task = controller.jobs["job-uid"].loop.task
+        await controller.job_gone("job-uid", "ns")
         assert task is not None
         await asyncio.wait_for(task, 5)
         assert controller.jobs == {}
@@ -596,14 +611,14 @@ def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None
     asyncio.run(scenario())
 
 
-def test_the_old_kopf_finalizer_is_removed_with_a_resource_version_precondition() -> None:
+def test_spec_defaults_are_written_first_with_a_resource_version_precondition() -> None:
     async def scenario() -> None:
-        job = {**JOB, "metadata": {**JOB["metadata"], "finalizers": [c.KOPF_FINALIZER, "x/y"]}}
-        api = FakeApi(job)
+        spec = {k: v for k, v in JOB["spec"].items() if k != "parallelism"}
+        api = FakeApi({**JOB, "spec": spec})
         controller = _controller(api)
-        controller.job_seen(api.job, api.pods_of)
-        await _until(lambda: len(api.pods) == 2)
-        assert api.job["metadata"]["finalizers"] == ["x/y"]
+        controller.job_seen(api.job)
+        await _until(lambda: len(api.pods) == 1)
+        assert api.job["spec"]["parallelism"] == 1
         first = api.calls[0]
         assert first.method == "patch_job", "before anything else"
         assert first.body is not None and first.body["metadata"]["resourceVersion"] == "5"
@@ -616,13 +631,13 @@ def test_a_job_s_loop_runs_to_complete_and_counts_every_pod_once() -> None:
     async def scenario() -> None:
         api = FakeApi(JOB)
         controller = _controller(api)
-        controller.job_seen(api.job, api.pods_of)
+        controller.job_seen(api.job)
         rt = controller.jobs["job-uid"]
 
         def counted() -> bool:
             for uid, pod in list(api.pods.items()):  # the kubelet: every pod there succeeds
                 api.pods[uid] = replace(pod, phase=c.SUCCEEDED)
-            rt.poke()
+            rt.loop.poke()
             return bool(api.job.get("status", {}).get("succeeded") == 3)
 
         await _until(counted)
@@ -641,9 +656,9 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
         controller = _controller(apis[0], duration_refresh_qps=0.5)
         runtimes = []
         for api in apis:
-            controller.api = api
+            _use(controller, api)
             rt = JobRuntime(api.job)
-            await controller.sync(rt, api.pods_of)  # creates its pods, writes status
+            await controller.sync(rt)  # creates its pods, writes status
             # A minute later, nothing changed but the DURATION text ("0s" -> "60s").
             started = datetime.fromisoformat(api.job["status"]["startTime"])
             api.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
@@ -651,9 +666,9 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
             runtimes.append(rt)
         waits = []
         for api, rt in zip(apis, runtimes, strict=True):
-            controller.api = api
+            _use(controller, api)
             before = len(api.calls)
-            waits.append((await controller.sync(rt, api.pods_of)).delay)
+            waits.append((await controller.sync(rt)).delay)
             writes = [call for call in api.calls[before:] if call.method == WRITE]
             assert len(writes) == (1 if api is apis[0] else 0)
         assert apis[0].job["status"]["durationText"] == "60s"
@@ -672,18 +687,18 @@ def test_progress_writes_of_many_jobs_share_the_progress_budget() -> None:
         controller = _controller(apis[0], status_batch_seconds=0.0, progress_write_qps=0.5)
         runtimes = []
         for api in apis:
-            controller.api = api
+            _use(controller, api)
             rt = JobRuntime(api.job)
-            await controller.sync(rt, api.pods_of)  # creates its pods, writes the start
+            await controller.sync(rt)  # creates its pods, writes the start
             runtimes.append(rt)
 
         async def one_pod_succeeds_and_syncs(api: FakeApi, rt: JobRuntime) -> tuple[float, int]:
             uid = sorted(api.pods)[0]
             api.pods[uid] = replace(api.pods[uid], phase=c.SUCCEEDED)
-            controller.api = api
+            _use(controller, api)
             rt.offer(copy.deepcopy(api.job))
             before = len(api.calls)
-            delay = (await controller.sync(rt, api.pods_of)).delay
+            delay = (await controller.sync(rt)).delay
             released = [call for call in api.calls[before:] if call.method == RELEASE]
             return delay or 0.0, len(released)
 
@@ -705,8 +720,8 @@ def test_progress_writes_of_many_jobs_share_the_progress_budget() -> None:
         uid = next(u for u, p in sorted(api.pods.items()) if p.phase != c.SUCCEEDED)
         api.pods[uid] = replace(api.pods[uid], phase=c.FAILED)
         rt.offer(copy.deepcopy(api.job))
-        controller.api = api
-        await controller.sync(rt, api.pods_of)
+        _use(controller, api)
+        await controller.sync(rt)
         assert api.job["status"]["failed"] == 1
         assert controller.progress_write_waiting() == 2
 
@@ -723,11 +738,11 @@ def test_an_event_after_a_quiet_spell_syncs_at_once_a_burst_waits_for_the_batch(
         rt = JobRuntime(JOB)
         loop = asyncio.get_running_loop()
         started = loop.time()
-        await controller._batch_events(rt)  # never synced: no wait
+        await controller.loops.batch_events(rt)  # never synced: no wait
         assert loop.time() - started < 0.25
-        rt.last_sync_started = time.monotonic()
+        rt.loop.last_sync_started = time.monotonic()
         started = loop.time()
-        await controller._batch_events(rt)  # a sync just started: wait out the batch
+        await controller.loops.batch_events(rt)  # a sync just started: wait out the batch
         assert loop.time() - started >= 0.25
 
     asyncio.run(scenario())
@@ -736,24 +751,24 @@ def test_an_event_after_a_quiet_spell_syncs_at_once_a_burst_waits_for_the_batch(
 def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:
     seen: list[tuple[float | None, float | None, float | None]] = []
 
-    class Probe(Controller):
-        async def sync_safely(self, rt: JobRuntime, pods_of: Any) -> float | None:
-            seen.append((rt.woken_at, rt.timer_due, rt.sync_started))
-            rt.poke()  # an event during the sync is pending work again
+    class Probe(JobLoops):
+        async def sync_safely(self, rt: JobRuntime) -> float | None:
+            seen.append((rt.loop.woken_at, rt.loop.timer_due, rt.loop.sync_started))
+            rt.loop.poke()  # an event during the sync is pending work again
             return None
 
     async def run() -> JobRuntime:
-        controller = Probe(FakeApi(JOB), FakeRecorder(), ControllerConfig())
+        loops = Probe(_no_sync, ControllerConfig(), time.monotonic, on_end=lambda rt: None)
         rt = JobRuntime(JOB)
-        rt.poke()
-        rt.timer_due = 1.0
-        await controller._timed_sync(rt, lambda uid: [])
+        rt.loop.poke()
+        rt.loop.timer_due = 1.0
+        await loops.timed_sync(rt)
         return rt
 
     rt = asyncio.run(run())
     [(woken, timer, started)] = seen
     assert woken is None and timer is None and started is not None
-    assert rt.sync_started is None and rt.woken_at is not None
+    assert rt.loop.sync_started is None and rt.loop.woken_at is not None
 
 
 def test_slow_start_resumes_where_a_fully_successful_one_ended_and_restarts_after_an_error() -> (
@@ -763,14 +778,14 @@ def test_slow_start_resumes_where_a_fully_successful_one_ended_and_restarts_afte
         api = FakeApi({**JOB, "spec": {**JOB["spec"], "completions": 40, "parallelism": 7}})
         controller = _controller(api)
         rt = JobRuntime(api.job)
-        await controller.sync(rt, api.pods_of)
+        await controller.sync(rt)
         assert len(api.pods) == 7, "batches of 1, 2 and 4"
-        assert rt.slow_start_batch == 4
+        assert rt.pods.slow_start_batch == 4
         for uid, pod in list(api.pods.items()):
             api.pods[uid] = replace(pod, phase=c.SUCCEEDED)
         api.fail("create_pod", ApiError(403, "Forbidden", "exceeded quota"))
-        await controller.sync(rt, api.pods_of)
-        assert rt.slow_start_batch == 1, "an error: the next slow start begins at 1"
+        await controller.sync(rt)
+        assert rt.pods.slow_start_batch == 1, "an error: the next slow start begins at 1"
         assert [c.method for c in api.calls].count("create_pod") == 7 + 4, (
             "this sync's first batch was as large as the last one that succeeded"
         )
@@ -783,17 +798,17 @@ def test_duration_only_writes_wait_while_the_api_client_is_busy() -> None:
         api = FakeApi(_job("u-busy"))
         controller = _controller(api)
         rt = JobRuntime(api.job)
-        await controller.sync(rt, api.pods_of)
+        await controller.sync(rt)
         started = datetime.fromisoformat(api.job["status"]["startTime"])
         api.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
         rt.offer(copy.deepcopy(api.job))
         api.busy = True
         before = len(api.calls)
-        report = await controller.sync(rt, api.pods_of)
+        report = await controller.sync(rt)
         assert [c.method for c in api.calls[before:]] == [], "no cosmetic write while busy"
         assert report.delay == pytest.approx(1.0)
         api.busy = False
-        await controller.sync(rt, api.pods_of)
+        await controller.sync(rt)
         assert api.job["status"]["durationText"] == "60s"
 
     asyncio.run(scenario())
@@ -807,37 +822,39 @@ def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> 
         )
         # Held mid-slot: the busy job's first progress write is due now, its next one not.
         now = [1001.0]
-        controller = Controller(busy, FakeRecorder(), config, clock=Clock(monotonic=lambda: now[0]))
+        controller = Controller(
+            busy, FakeRecorder(), config, busy.pods_of, clock=Clock(monotonic=lambda: now[0])
+        )
         busy_rt, idle_rt = JobRuntime(busy.job), JobRuntime(idle.job)
         for api, rt in ((busy, busy_rt), (idle, idle_rt)):
-            controller.api = api
-            await controller.sync(rt, api.pods_of)
+            _use(controller, api)
+            await controller.sync(rt)
         # The busy job's progress takes a slot of the budget two seconds ahead.
-        controller.api = busy
+        _use(controller, busy)
         for _ in range(2):
             uid = next(u for u, p in sorted(busy.pods.items()) if p.phase != c.SUCCEEDED)
             busy.pods[uid] = replace(busy.pods[uid], phase=c.SUCCEEDED)
             busy_rt.offer(copy.deepcopy(busy.job))
-            await controller.sync(busy_rt, busy.pods_of)
+            await controller.sync(busy_rt)
         assert controller.progress_write_waiting() == 1
         # The idle job's DURATION is a minute stale: its refresh waits for that write.
-        controller.api = idle
+        _use(controller, idle)
         started = datetime.fromisoformat(idle.job["status"]["startTime"])
         idle.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
         idle_rt.offer(copy.deepcopy(idle.job))
         before = len(idle.calls)
-        report = await controller.sync(idle_rt, idle.pods_of)
+        report = await controller.sync(idle_rt)
         assert [c.method for c in idle.calls[before:]] == [], "no cosmetic write meanwhile"
         assert report.delay == pytest.approx(1.0)
         # The busy job's slots come, one per 2 s: it records its pod, then counts it.
-        controller.api = busy
+        _use(controller, busy)
         for _ in range(2):
             now[0] += 2.0
             busy_rt.offer(copy.deepcopy(busy.job))
-            await controller.sync(busy_rt, busy.pods_of)
+            await controller.sync(busy_rt)
         assert controller.progress_write_waiting() == 0
-        controller.api = idle
-        await controller.sync(idle_rt, idle.pods_of)
+        _use(controller, idle)
+        await controller.sync(idle_rt)
         assert idle.job["status"]["durationText"] == "60s"
 
     asyncio.run(scenario())

@@ -576,7 +576,7 @@ def test_a_finished_job_does_not_remove_a_finalizer_again_before_the_cache_shows
     assert sim.condition(c.COND_COMPLETE) == "True"
     uid = next(iter(sim.pods))
     sim.pods[uid] = replace(sim.pods[uid], has_finalizer=True)  # the cache lags the patch
-    sim.runtime.expectations.expect_finalizer_removed(uid, sim.now.timestamp())
+    sim.runtime.pods.expectations.expect_finalizer_removed(uid, sim.now.timestamp())
     mark = len(sim.api.calls)
     sim.sync()
     assert [call.method for call in sim.api.calls[mark:]] == []

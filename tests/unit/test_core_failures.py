@@ -55,7 +55,8 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.shell.controller import JobRuntime, SyncReport
+from paralleljob.shell.job_sync import SyncReport
+from paralleljob.shell.runtime import JobRuntime
 
 from .fake_api import Crash
 from .sim import CRASH_POINTS, T0, Sim
@@ -645,7 +646,7 @@ def test_an_ignored_failure_is_carried_as_an_ignored_count() -> None:
 def _sync(sim: Sim) -> SyncReport:
     """One Controller.sync of the Sim's job, whatever it does (Sim.sync wants a result)."""
     sim.runtime.offer(copy.deepcopy(sim.api.job))
-    return asyncio.run(sim.controller.sync(sim.runtime, sim.api.pods_of))
+    return asyncio.run(sim.controller.sync(sim.runtime))
 
 
 RUNNING_JOB = JobStatus(active=1, ready=1, start_time=T0)
@@ -694,7 +695,7 @@ def test_a_job_managed_elsewhere_keeps_its_pods_and_finalizers_and_is_logged_onc
     sim.add_pod(F, uid="a")
     sim.add_pod(S, uid="b")
     sim.add_pod(R, uid="c", deleting=True)
-    with caplog.at_level(logging.INFO, logger="paralleljob.shell.controller"):
+    with caplog.at_level(logging.INFO, logger="paralleljob.shell.job_sync"):
         for _ in range(3):
             assert _sync(sim).delay is None, "nothing to wait for"
             sim.advance(60)
@@ -709,7 +710,7 @@ def test_a_job_managed_elsewhere_gets_no_spec_defaults_written() -> None:
     sim = Sim(JobSpec(managed_by="example.com/other"))
     del sim.api.job["spec"]["parallelism"]
     rt = JobRuntime(copy.deepcopy(sim.api.job))
-    report = asyncio.run(sim.controller.sync(rt, sim.api.pods_of))
+    report = asyncio.run(sim.controller.sync(rt))
     assert report.delay is None and report.result is None
     assert sim.api.calls == []
 

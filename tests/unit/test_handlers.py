@@ -14,7 +14,8 @@ from paralleljob import constants as c
 from paralleljob import handlers
 from paralleljob.config import ControllerConfig
 from paralleljob.core.model import PodInfo
-from paralleljob.shell.controller import Controller, JobRuntime
+from paralleljob.shell.controller import Controller
+from paralleljob.shell.runtime import JobRuntime
 
 from .fake_api import Call, FakeApi, FakeRecorder
 
@@ -38,39 +39,46 @@ POD: dict[str, Any] = {
 }
 
 
-def _memo(config: ControllerConfig) -> tuple[kopf.Memo, Controller, FakeApi]:
+def _memo(
+    config: ControllerConfig, jobs: dict[str, bool] | None = None
+) -> tuple[kopf.Memo, Controller, FakeApi]:
+    """The handlers' memo, its controller reading ``jobs`` as the index of jobs that
+    exist (startup hands it kopf's) and the API's pods as the pod index."""
     api = FakeApi(JOB)
     app = handlers.App()
-    app.controller = Controller(api, FakeRecorder(), config)
+    known = jobs or {}
+    app.controller = Controller(
+        api, FakeRecorder(), config, api.pods_of, job_exists=lambda uid: uid in known
+    )
     return kopf.Memo(app=app), app.controller, api
 
 
-async def _pod_event(memo: kopf.Memo, jobs: dict[str, bool]) -> None:
+async def _pod_event(memo: kopf.Memo) -> None:
     labels = POD["metadata"]["labels"]
     event = {"type": "ADDED", "object": POD}
-    await pod_event(event=event, body=POD, labels=labels, memo=memo, paralleljobs_by_uid=jobs)
+    await pod_event(event=event, body=POD, labels=labels, memo=memo)
 
 
 def test_a_pod_event_settles_its_job_s_expectations_and_wakes_its_loop() -> None:
     async def run() -> JobRuntime:
-        memo, controller, _ = _memo(ControllerConfig())
+        memo, controller, _ = _memo(ControllerConfig(), {"u-1": True})
         rt = JobRuntime(JOB)
         controller.jobs[rt.uid] = rt
-        rt.expectations.expect_creation("p-1", 0.0)
-        await _pod_event(memo, {"u-1": True})
+        rt.pods.expectations.expect_creation("p-1", 0.0)
+        await _pod_event(memo)
         return rt
 
     rt = asyncio.run(run())
-    assert rt.wake.is_set()
-    assert rt.expectations.satisfied({}, now=1.0), "the watch showed the pod created"
+    assert rt.loop.wake.is_set()
+    assert rt.pods.expectations.satisfied({}, now=1.0), "the watch showed the pod created"
 
 
 @pytest.mark.parametrize(("job_known", "released"), [(False, True), (True, False)])
 def test_a_pod_of_no_known_job_loses_its_finalizer(job_known: bool, released: bool) -> None:
     async def run() -> FakeApi:
-        memo, _, api = _memo(ControllerConfig())
+        memo, _, api = _memo(ControllerConfig(), {"u-1": True} if job_known else {})
         api.pods["p-1"] = PodInfo("j-1", "p-1")
-        await _pod_event(memo, {"u-1": True} if job_known else {})
+        await _pod_event(memo)
         return api
 
     api = asyncio.run(run())
@@ -80,20 +88,19 @@ def test_a_pod_of_no_known_job_loses_its_finalizer(job_known: bool, released: bo
 def test_the_probe_fails_with_the_stalls_and_passes_otherwise() -> None:
     async def run() -> None:
         memo, controller, _ = _memo(ControllerConfig(stall_seconds=60.0))
-        index: dict[str, list[PodInfo]] = {}
-        assert await progress_probe(memo=memo, pods_by_job=index) == {"jobs": 0}
+        assert await progress_probe(memo=memo) == {"jobs": 0}
         rt = JobRuntime(JOB)
         controller.jobs[rt.uid] = rt
-        assert await progress_probe(memo=memo, pods_by_job=index) == {"jobs": 1}
-        rt.sync_started = time.monotonic() - 61  # a sync that has hung for a minute
+        assert await progress_probe(memo=memo) == {"jobs": 1}
+        rt.loop.sync_started = time.monotonic() - 61  # a sync that has hung for a minute
         with pytest.raises(kopf.PermanentError, match=r"no progress: ns/j: sync running for"):
-            await progress_probe(memo=memo, pods_by_job=index)
+            await progress_probe(memo=memo)
 
     asyncio.run(run())
 
 
 def test_the_probe_passes_before_startup() -> None:
-    result = asyncio.run(progress_probe(memo=kopf.Memo(), pods_by_job={}))
+    result = asyncio.run(progress_probe(memo=kopf.Memo()))
     assert result == {"jobs": 0}
 
 

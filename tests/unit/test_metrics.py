@@ -351,9 +351,11 @@ def test_jobs_by_external_controller(managed_by: str | None, counted: bool) -> N
 
     async def scenario() -> None:
         api = FakeApi(job)
-        controller = Controller(api, FakeRecorder(), ControllerConfig(sync_batch_seconds=0.0))
-        controller.job_seen(api.job, api.pods_of)
-        controller.job_seen(api.job, api.pods_of)  # a later event of the same job
+        controller = Controller(
+            api, FakeRecorder(), ControllerConfig(sync_batch_seconds=0.0), api.pods_of
+        )
+        controller.job_seen(api.job)
+        controller.job_seen(api.job)  # a later event of the same job
         await controller.stop_all()
 
     asyncio.run(scenario())

@@ -1,0 +1,70 @@
+"""One job as the shell keeps it between syncs: the newest version seen, parsed once
+per resourceVersion, and each collaborator's own part of the per-job state (the loop's
+in :class:`~.job_loops.LoopState`, the pod writer's in :class:`~.pod_writer.PodState`,
+the status writer's in :class:`~.status_writer.StatusState`)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..core.model import Job, parse_job
+from .events import JobRef
+from .job_loops import LoopState
+from .pod_writer import PodState
+from .status_writer import StatusState, resource_version
+
+
+class JobRuntime:
+    """What the operator keeps in memory about one job between syncs."""
+
+    def __init__(
+        self, body: Mapping[str, Any], monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        meta = body["metadata"]
+        self.uid: str = meta["uid"]
+        self.namespace: str = meta["namespace"]
+        self.name: str = meta["name"]
+        self._body: Mapping[str, Any] = body
+        self._job: Job | None = None
+        self.loop = LoopState(monotonic)
+        self.pods = PodState()
+        self.status = StatusState()
+        #: Spec defaults the API server dropped when written (a CRD without the field):
+        #: not written again, so that the job is not patched at every sync.
+        self.unstored_defaults: set[str] = set()
+        #: The other controller spec.managedBy names, once logged (see managed_by.py).
+        self.managed_by_logged: str | None = None
+
+    @property
+    def ref(self) -> JobRef:
+        return JobRef(self.namespace, self.name, self.uid)
+
+    @property
+    def body(self) -> Mapping[str, Any]:
+        """The newest version of the job seen."""
+        return self._body
+
+    @body.setter
+    def body(self, body: Mapping[str, Any]) -> None:
+        self._body = body
+        self._job = None
+
+    @property
+    def job(self) -> Job:
+        """The body parsed, once per version kept."""
+        if self._job is None:
+            self._job = parse_job(self.body)
+        return self._job
+
+    def offer(self, body: Mapping[str, Any]) -> bool:
+        """Keeps the newest version of the job seen (watch event or our own write)."""
+        meta = body.get("metadata", {})
+        if meta.get("uid") != self.uid:
+            return False
+        newest = resource_version(self.body["metadata"].get("resourceVersion"))
+        if resource_version(meta.get("resourceVersion")) >= newest:
+            self.body = body
+            return True
+        return False

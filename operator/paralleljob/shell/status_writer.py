@@ -1,0 +1,213 @@
+"""Writes to the job (upstream's ``updateStatusHandler`` and ``patchJobHandler``): merge
+patches with the version they were computed from as precondition, the status writes a
+sync makes, and the two budgets they share across jobs: progress-only writes wait for
+the job's batch period and a slot of ``PJ_PROGRESS_WRITE_QPS`` (status_batch.py), and a
+write that would only refresh DURATION waits for a slot of ``PJ_DURATION_REFRESH_QPS``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from .. import constants as c
+from ..config import ControllerConfig
+from ..core.model import (
+    INDEXED_COMPLETION,
+    NON_INDEXED_COMPLETION,
+    JobStatus,
+    is_finished,
+    status_to_dict,
+)
+from ..core.sync import SyncResult
+from ..json_types import JsonDict
+from . import metrics
+from .api import ApiError, ControllerApi
+from .ratelimit import SlotScheduler
+from .status_batch import progress_only, seconds_to_wait
+
+if TYPE_CHECKING:
+    from .runtime import JobRuntime
+
+#: How soon a DURATION refresh put off by a busy API client is tried again.
+BUSY_REFRESH_RETRY_SECONDS = 1.0
+
+
+def resource_version(value: object) -> int:
+    """A resourceVersion as a number to compare (-1: none)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return -1
+
+
+class Conflict(Exception):
+    """The job changed under a write; sync again from the fresh object."""
+
+
+@dataclass
+class StatusState:
+    """The status writer's part of a job's state."""
+
+    #: The resourceVersion of this operator's last status write.
+    last_written_rv: str = ""
+    #: When this operator last wrote the job's status (monotonic).
+    last_write: float = float("-inf")
+    #: The newest resourceVersion the job watch has shown.
+    seen_rv: int = -1
+    #: The oldest status write (resourceVersion, when) the job watch has not shown.
+    unechoed: tuple[int, float] | None = None
+
+    def watched(self, version: object) -> None:
+        """The job watch showed this version: status writes up to it have come back."""
+        rv = resource_version(version)
+        self.seen_rv = max(self.seen_rv, rv)
+        if self.unechoed is not None and rv >= self.unechoed[0]:
+            self.unechoed = None
+
+    def wrote(self, before: object, after: object, now: float) -> None:
+        """A status write turned version ``before`` into ``after``: the job watch owes
+        an event of at least ``after`` (unless the write changed nothing, or the watch
+        was quicker than the response)."""
+        rv = resource_version(after)
+        if rv <= resource_version(before) or rv <= self.seen_rv or self.unechoed is not None:
+            return
+        self.unechoed = (rv, now)
+
+
+class StatusWriter:
+    def __init__(
+        self, api: ControllerApi, config: ControllerConfig, monotonic: Callable[[], float]
+    ) -> None:
+        self.api = api
+        self.config = config
+        self.monotonic = monotonic
+        rate = config.duration_refresh_qps
+        self.duration_slots = SlotScheduler(rate) if rate > 0 else None
+        rate = config.progress_write_qps
+        self.progress_slots = SlotScheduler(rate) if rate > 0 else None
+
+    def duration_refresh_waiting(self) -> int:
+        """Jobs holding a slot of the DURATION refresh budget, waiting for its time."""
+        return len(self.duration_slots) if self.duration_slots is not None else 0
+
+    def progress_write_waiting(self) -> int:
+        """Jobs holding a slot of the progress write budget, waiting for its time."""
+        return len(self.progress_slots) if self.progress_slots is not None else 0
+
+    async def patch(
+        self,
+        rt: JobRuntime,
+        call: Callable[[str, str, JsonDict], Awaitable[JsonDict]],
+        patch: JsonDict,
+    ) -> JsonDict:
+        """A merge patch with the version it was computed from as precondition; the
+        version written is kept. A conflict fetches the job again and raises Conflict."""
+        meta = {
+            **patch.get("metadata", {}),
+            "resourceVersion": rt.body["metadata"].get("resourceVersion"),
+        }
+        try:
+            written = await call(rt.namespace, rt.name, {**patch, "metadata": meta})
+        except ApiError as exc:
+            if exc.conflict:
+                rt.offer(await self.api.get_job(rt.namespace, rt.name))
+                raise Conflict() from exc
+            raise
+        rt.offer(written)
+        return written
+
+    async def write(self, rt: JobRuntime, status: JobStatus) -> bool:
+        """Writes ``status`` unless the job has it already; says whether it wrote.
+        The finished pods and jobs it adds are counted in the metrics once written."""
+        current = rt.job.status
+        wanted = status_to_dict(status)
+        if wanted == status_to_dict(current):
+            return False
+        before = rt.body["metadata"].get("resourceVersion")
+        written = await self.patch(rt, self.api.patch_job_status, {"status": wanted})
+        state = rt.status
+        state.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
+        state.last_write = self.monotonic()
+        state.wrote(before, state.last_written_rv, state.last_write)
+        # Any write carries the job's progress: its progress slot is used or freed.
+        self.release_slots(rt, self.progress_slots)
+        mode = completion_mode(rt.job.spec.completion_mode)
+        _record_finished(mode, current, status)
+        if mode == INDEXED_COMPLETION:  # only Indexed jobs have finished indexes to count
+            metrics.record_finished_indexes(rt.job.spec, current, status)
+        return True
+
+    async def write_final(self, rt: JobRuntime, done: SyncResult) -> float | None:
+        """The sync's last status write; when DURATION is all it would change, only in
+        this job's slot of the DURATION refresh budget, and only while the API client's
+        rate limit (PJ_API_QPS) has room and no job waits for the progress budget: a
+        cosmetic write never delays real work, nor spends API calls while jobs' progress
+        is being held back; when it only reports progress, once the job's batch period
+        is over. Returns when to sync again for the write: its DURATION slot, a retry
+        while busy, the end of the batch period, or when the text changes next (None: no
+        refresh)."""
+        slots = self.duration_slots
+        status = done.status
+        if _only_duration_differs(rt.job.status, status):
+            if slots is None:
+                return None
+            if not self.api.has_spare_budget() or self.progress_write_waiting():
+                return BUSY_REFRESH_RETRY_SECONDS
+            wait = slots.slot(rt.uid, self.monotonic())
+            if wait > 0:
+                return wait
+        elif (wait := self.wait(rt, status)) > 0:
+            return wait
+        if await self.write(rt, status):
+            self.release_slots(rt, slots)
+        return done.refresh_after if slots is not None else None
+
+    def wait(self, rt: JobRuntime, wanted: JobStatus) -> float:
+        """How long a status write waits (see status_batch.py): one that only reports
+        progress waits for the job's batch period, then for a slot of the progress
+        budget shared by all jobs; the finalizers of pods it records wait with it."""
+        current = rt.job.status
+        now = self.monotonic()
+        wait = seconds_to_wait(
+            current, wanted, rt.status.last_write, now, self.config.status_batch_seconds
+        )
+        if wait > 0 or self.progress_slots is None or not progress_only(current, wanted):
+            return wait
+        return self.progress_slots.slot(rt.uid, now)
+
+    def release_slots(self, rt: JobRuntime, *slots: SlotScheduler | None) -> None:
+        """The job wrote (or is gone): the slots it held are used or freed for others."""
+        now = self.monotonic()
+        for scheduler in slots:
+            if scheduler is not None:
+                scheduler.release(rt.uid, now)
+
+    def forget(self, rt: JobRuntime) -> None:
+        """The job's loop ended: it holds no slot any more."""
+        self.release_slots(rt, self.duration_slots, self.progress_slots)
+
+
+def completion_mode(mode: object) -> str:
+    """getCompletionMode: the metrics' completion_mode label for spec.completionMode."""
+    return INDEXED_COMPLETION if mode == INDEXED_COMPLETION else NON_INDEXED_COMPLETION
+
+
+def _only_duration_differs(current: JobStatus, wanted: JobStatus) -> bool:
+    return current != wanted and replace(wanted, duration_text=current.duration_text) == current
+
+
+def _record_finished(mode: str, before: JobStatus, after: JobStatus) -> None:
+    """recordJobPodFinished and the jobs_finished_total count of enactJobFinished
+    (``mode``: the job's completion mode label)."""
+    if after.succeeded > before.succeeded:
+        metrics.JOB_PODS_FINISHED.labels(mode, metrics.SUCCEEDED).inc(
+            after.succeeded - before.succeeded
+        )
+    if after.failed > before.failed:
+        metrics.JOB_PODS_FINISHED.labels(mode, metrics.FAILED).inc(after.failed - before.failed)
+    if is_finished(after) and not is_finished(before):
+        for cond in after.conditions:
+            if cond.status == "True" and cond.type in (c.COND_COMPLETE, c.COND_FAILED):
+                result = metrics.SUCCEEDED if cond.type == c.COND_COMPLETE else metrics.FAILED
+                metrics.JOBS_FINISHED.labels(mode, result, cond.reason).inc()
