@@ -1,25 +1,21 @@
-"""The shell (controller.py) against an in-memory API (FakeApi): the order of a sync's
-API calls, which is what makes each pod count exactly once, and the job loops."""
+"""One sync (job_sync.py) against an in-memory API (FakeApi): the order of its API calls,
+which is what makes each pod count exactly once; spec defaults; retries."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.config import ControllerConfig
 from paralleljob.core.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     JobSpec,
-    PodInfo,
     SuccessPolicy,
     SuccessPolicyRule,
 )
@@ -32,29 +28,13 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicyRule,
 )
 from paralleljob.shell.api import ApiError
-from paralleljob.shell.controller import Controller
-from paralleljob.shell.job_loops import JobLoops, loop_clock
-from paralleljob.shell.job_sync import Clock, SyncReport
+from paralleljob.shell.job_sync import SyncReport
 from paralleljob.shell.runtime import JobRuntime
 from paralleljob.shell.status_writer import Conflict
-from paralleljob.timeutil import format_time
 
-from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
-from .sim import Sim
-
-JOB: dict[str, Any] = {
-    "apiVersion": "paralleljob.dev/v1alpha1",
-    "kind": "ParallelJob",
-    "metadata": {"name": "job", "namespace": "ns", "uid": "job-uid", "resourceVersion": "5"},
-    "spec": {
-        "completions": 3,
-        "parallelism": 2,
-        # As the operator's spec defaults left it (test_a_job_gets_the_api_server_s_...).
-        "completionMode": "NonIndexed",
-        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}},
-    },
-}
-REFUSED = ApiError(500, "InternalError", "etcdserver: request timed out")
+from ..fake_api import Crash, FakeApi, JsonDict
+from ..sim import Sim
+from .support import JOB, REFUSED, controller_for
 
 
 # -- one sync's calls ------------------------------------------------------------------
@@ -390,7 +370,7 @@ def _assert_no_write_counted_a_pod_twice(sim: Sim, scenario: Scenario) -> None:
 def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else() -> None:
     api = FakeApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
     rt = JobRuntime(api.job)
-    report = asyncio.run(_controller(api).sync(rt))
+    report = asyncio.run(controller_for(api).sync(rt))
     assert report == SyncReport(delay=0.0), "sync again, from the version written"
     assert [call.method for call in api.calls] == ["patch_job"]
     spec = api.job["spec"]
@@ -399,7 +379,7 @@ def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else(
     assert "podReplacementPolicy" not in spec, "read as TerminatingOrFailed, not written"
     assert rt.body == api.job
     # The next sync starts from the defaulted job and writes no default again.
-    report = asyncio.run(_controller(api).sync(rt))
+    report = asyncio.run(controller_for(api).sync(rt))
     assert report.result is not None
     assert [call.method for call in api.calls].count("patch_job") == 1
 
@@ -417,7 +397,7 @@ def test_a_spec_default_the_api_server_drops_is_not_written_again() -> None:
 
     api = PruningApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
     rt = JobRuntime(api.job)
-    controller = _controller(api)
+    controller = controller_for(api)
     assert asyncio.run(controller.sync(rt)).result is None
     assert rt.unstored_defaults == {"completionMode"}
     rt.offer(copy.deepcopy(api.job))
@@ -444,7 +424,7 @@ def test_an_indexed_job_s_pods_are_built_from_the_template_for_their_index() -> 
     }
     spec = {**JOB["spec"], "completionMode": "Indexed", "parallelism": 3, "template": template}
     api = FakeApi({**JOB, "spec": spec})
-    report = asyncio.run(_controller(api).sync(JobRuntime(api.job)))
+    report = asyncio.run(controller_for(api).sync(JobRuntime(api.job)))
     assert report.plan.create_indexes == (0, 1, 2)
     bodies = [call.body for call in api.calls if call.method == "create_pod"]
     assert [b["metadata"]["generateName"] for b in bodies if b] == ["job-0-", "job-1-", "job-2-"]
@@ -515,346 +495,3 @@ def test_creations_refused_in_a_terminating_namespace_are_no_error_and_not_retri
     )
     assert sim.condition(c.COND_POD_CREATION_FAILED) is None
     assert [e.reason for e in sim.events] == []
-
-
-# -- the job runtime -------------------------------------------------------------------
-def test_runtime_keeps_the_newest_job_version() -> None:
-    rt = JobRuntime(JOB)
-    newer = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "9"}}
-    older = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "7"}}
-    other = {**JOB, "metadata": {**JOB["metadata"], "uid": "u-2", "resourceVersion": "99"}}
-    assert rt.offer(newer) and rt.body is newer
-    assert not rt.offer(older) and rt.body is newer
-    assert not rt.offer(other) and rt.body is newer
-
-
-def test_a_poke_wakes_the_loop_and_keeps_the_first_wake_time() -> None:
-    ticks = iter([1.0, 2.0])
-    rt = JobRuntime(JOB, lambda: next(ticks))
-    rt.loop.poke()
-    rt.loop.poke()
-    assert rt.loop.wake.is_set() and rt.loop.woken_at == 1.0
-
-
-def test_the_loop_clock_shows_the_unsettled_expectations() -> None:
-    rt = JobRuntime(JOB)
-    rt.pods.expectations.expect_creation("new", 10.0)
-    assert loop_clock(rt, {}, now=30.0).unobserved_since == 10.0
-    assert loop_clock(rt, {"new": PodInfo("n", "new")}, now=30.0).unobserved_since is None
-
-
-def test_a_status_write_is_pending_until_the_job_watch_shows_it() -> None:
-    rt = JobRuntime(JOB)
-    rt.status.wrote("5", "7", now=100.0)
-    assert loop_clock(rt, {}, now=101.0).unechoed_since == 100.0
-    rt.status.wrote("7", "9", now=102.0)  # the oldest unechoed write counts
-    rt.status.watched("6")
-    assert loop_clock(rt, {}, now=103.0).unechoed_since == 100.0
-    rt.status.watched("8")  # an event at or after the write: it came back
-    assert loop_clock(rt, {}, now=103.0).unechoed_since is None
-
-
-def test_writes_the_watch_cannot_echo_are_not_expected() -> None:
-    rt = JobRuntime(JOB)
-    rt.status.wrote("7", "7", now=1.0)  # the write changed nothing: no new version, no event
-    assert rt.status.unechoed is None
-    rt.status.watched("12")
-    rt.status.wrote("10", "12", now=2.0)  # the watch showed it before the response arrived
-    assert rt.status.unechoed is None
-
-
-# -- the job loops -----------------------------------------------------------------------
-async def _no_sync(rt: JobRuntime) -> float | None:
-    return None
-
-
-def _use(controller: Controller, api: FakeApi) -> None:
-    """Points every collaborator of ``controller`` at ``api`` (one FakeApi holds one
-    job): several jobs' syncs then share one controller's budgets."""
-    controller.pods.api = controller.status.api = controller.syncer.api = api
-    controller.syncer.pods_of = controller.pods_of = api.pods_of
-
-
-def _controller(api: FakeApi, **config: Any) -> Controller:
-    return Controller(
-        api,
-        FakeRecorder(),
-        ControllerConfig(**{"sync_batch_seconds": 0.0, **config}),
-        api.pods_of,
-        job_exists=lambda uid: uid == api.job["metadata"]["uid"],
-    )
-
-
-async def _until(what: Callable[[], bool], timeout: float = 5.0) -> None:
-    async with asyncio.timeout(timeout):
-        while not what():
-            await asyncio.sleep(0.005)
-
-
-def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None:
-    async def scenario() -> None:
-        api = FakeApi(JOB)
-        controller = _controller(api)
-        controller.job_seen(api.job)
-        await _until(lambda: len(api.pods) == 2)
-        assert list(controller.jobs) == ["job-uid"]
-        assert all(p.has_finalizer for p in api.pods.values())
-        task = controller.jobs["job-uid"].loop.task
-        await controller.job_gone("job-uid", "ns")
-        assert task is not None
-        await asyncio.wait_for(task, 5)
-        assert controller.jobs == {}
-        assert not any(p.has_finalizer for p in api.pods.values()), (
-            "a deleted job's pods are released"
-        )
-
-    asyncio.run(scenario())
-
-
-def test_spec_defaults_are_written_first_with_a_resource_version_precondition() -> None:
-    async def scenario() -> None:
-        spec = {k: v for k, v in JOB["spec"].items() if k != "parallelism"}
-        api = FakeApi({**JOB, "spec": spec})
-        controller = _controller(api)
-        controller.job_seen(api.job)
-        await _until(lambda: len(api.pods) == 1)
-        assert api.job["spec"]["parallelism"] == 1
-        first = api.calls[0]
-        assert first.method == "patch_job", "before anything else"
-        assert first.body is not None and first.body["metadata"]["resourceVersion"] == "5"
-        await controller.stop_all()
-
-    asyncio.run(scenario())
-
-
-def test_a_job_s_loop_runs_to_complete_and_counts_every_pod_once() -> None:
-    async def scenario() -> None:
-        api = FakeApi(JOB)
-        controller = _controller(api)
-        controller.job_seen(api.job)
-        rt = controller.jobs["job-uid"]
-
-        def counted() -> bool:
-            for uid, pod in list(api.pods.items()):  # the kubelet: every pod there succeeds
-                api.pods[uid] = replace(pod, phase=c.SUCCEEDED)
-            rt.loop.poke()
-            return bool(api.job.get("status", {}).get("succeeded") == 3)
-
-        await _until(counted)
-        status = api.job["status"]
-        assert status["statusText"] == "Complete"
-        assert status["uncountedTerminatedPods"] in ({}, {"succeeded": [], "failed": []})
-        assert len(api.pods) == 3
-        await controller.stop_all()
-
-    asyncio.run(scenario())
-
-
-def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
-    async def scenario() -> None:
-        apis = [FakeApi(_job(f"u-{i}")) for i in range(3)]
-        controller = _controller(apis[0], duration_refresh_qps=0.5)
-        runtimes = []
-        for api in apis:
-            _use(controller, api)
-            rt = JobRuntime(api.job)
-            await controller.sync(rt)  # creates its pods, writes status
-            # A minute later, nothing changed but the DURATION text ("0s" -> "60s").
-            started = datetime.fromisoformat(api.job["status"]["startTime"])
-            api.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
-            rt.offer(copy.deepcopy(api.job))
-            runtimes.append(rt)
-        waits = []
-        for api, rt in zip(apis, runtimes, strict=True):
-            _use(controller, api)
-            before = len(api.calls)
-            waits.append((await controller.sync(rt)).delay)
-            writes = [call for call in api.calls[before:] if call.method == WRITE]
-            assert len(writes) == (1 if api is apis[0] else 0)
-        assert apis[0].job["status"]["durationText"] == "60s"
-        # 0.5 writes/s: one slot per 2 s; the second job gets the next slot (at most
-        # 2 s away), the third the one after it.
-        assert waits[1] is not None and 0 < waits[1] <= 2.1
-        assert waits[2] == pytest.approx(waits[1] + 2.0, abs=0.1)
-        assert controller.duration_refresh_waiting() == 2
-
-    asyncio.run(scenario())
-
-
-def test_progress_writes_of_many_jobs_share_the_progress_budget() -> None:
-    async def scenario() -> None:
-        apis = [FakeApi(_job(f"u-{i}")) for i in range(3)]
-        controller = _controller(apis[0], status_batch_seconds=0.0, progress_write_qps=0.5)
-        runtimes = []
-        for api in apis:
-            _use(controller, api)
-            rt = JobRuntime(api.job)
-            await controller.sync(rt)  # creates its pods, writes the start
-            runtimes.append(rt)
-
-        async def one_pod_succeeds_and_syncs(api: FakeApi, rt: JobRuntime) -> tuple[float, int]:
-            uid = sorted(api.pods)[0]
-            api.pods[uid] = replace(api.pods[uid], phase=c.SUCCEEDED)
-            _use(controller, api)
-            rt.offer(copy.deepcopy(api.job))
-            before = len(api.calls)
-            delay = (await controller.sync(rt)).delay
-            released = [call for call in api.calls[before:] if call.method == RELEASE]
-            return delay or 0.0, len(released)
-
-        results = [
-            await one_pod_succeeds_and_syncs(a, r) for a, r in zip(apis, runtimes, strict=True)
-        ]
-        # 0.5 writes/s: one slot per 2 s. The first job records its pod and releases its
-        # finalizer now, and its counting write takes the next slot; the other jobs wait
-        # for the slots after it, their finalizers with them (their replacement pods are
-        # created at once).
-        assert [released for _, released in results] == [1, 0, 0]
-        assert [wait > 0 for wait, _ in results] == [True, True, True]
-        assert results[1][0] == pytest.approx(results[0][0] + 2.0, abs=0.1)
-        assert results[2][0] == pytest.approx(results[1][0] + 2.0, abs=0.1)
-        assert all(len(api.pods) == 3 for api in apis), "replaced without waiting"
-        assert controller.progress_write_waiting() == 3
-        # A failure is no progress: written at once, and the slot is freed for others.
-        api, rt = apis[2], runtimes[2]
-        uid = next(u for u, p in sorted(api.pods.items()) if p.phase != c.SUCCEEDED)
-        api.pods[uid] = replace(api.pods[uid], phase=c.FAILED)
-        rt.offer(copy.deepcopy(api.job))
-        _use(controller, api)
-        await controller.sync(rt)
-        assert api.job["status"]["failed"] == 1
-        assert controller.progress_write_waiting() == 2
-
-    asyncio.run(scenario())
-
-
-def _job(uid: str) -> dict[str, Any]:
-    return {**JOB, "metadata": {**JOB["metadata"], "uid": uid, "name": f"job-{uid}"}}
-
-
-def test_an_event_after_a_quiet_spell_syncs_at_once_a_burst_waits_for_the_batch() -> None:
-    async def scenario() -> None:
-        controller = _controller(FakeApi(JOB), sync_batch_seconds=0.3)
-        rt = JobRuntime(JOB)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await controller.loops.batch_events(rt)  # never synced: no wait
-        assert loop.time() - started < 0.25
-        rt.loop.last_sync_started = time.monotonic()
-        started = loop.time()
-        await controller.loops.batch_events(rt)  # a sync just started: wait out the batch
-        assert loop.time() - started >= 0.25
-
-    asyncio.run(scenario())
-
-
-def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:
-    seen: list[tuple[float | None, float | None, float | None]] = []
-
-    class Probe(JobLoops):
-        async def sync_safely(self, rt: JobRuntime) -> float | None:
-            seen.append((rt.loop.woken_at, rt.loop.timer_due, rt.loop.sync_started))
-            rt.loop.poke()  # an event during the sync is pending work again
-            return None
-
-    async def run() -> JobRuntime:
-        loops = Probe(_no_sync, ControllerConfig(), time.monotonic, on_end=lambda rt: None)
-        rt = JobRuntime(JOB)
-        rt.loop.poke()
-        rt.loop.timer_due = 1.0
-        await loops.timed_sync(rt)
-        return rt
-
-    rt = asyncio.run(run())
-    [(woken, timer, started)] = seen
-    assert woken is None and timer is None and started is not None
-    assert rt.loop.sync_started is None and rt.loop.woken_at is not None
-
-
-def test_slow_start_resumes_where_a_fully_successful_one_ended_and_restarts_after_an_error() -> (
-    None
-):
-    async def scenario() -> None:
-        api = FakeApi({**JOB, "spec": {**JOB["spec"], "completions": 40, "parallelism": 7}})
-        controller = _controller(api)
-        rt = JobRuntime(api.job)
-        await controller.sync(rt)
-        assert len(api.pods) == 7, "batches of 1, 2 and 4"
-        assert rt.pods.slow_start_batch == 4
-        for uid, pod in list(api.pods.items()):
-            api.pods[uid] = replace(pod, phase=c.SUCCEEDED)
-        api.fail("create_pod", ApiError(403, "Forbidden", "exceeded quota"))
-        await controller.sync(rt)
-        assert rt.pods.slow_start_batch == 1, "an error: the next slow start begins at 1"
-        assert [c.method for c in api.calls].count("create_pod") == 7 + 4, (
-            "this sync's first batch was as large as the last one that succeeded"
-        )
-
-    asyncio.run(scenario())
-
-
-def test_duration_only_writes_wait_while_the_api_client_is_busy() -> None:
-    async def scenario() -> None:
-        api = FakeApi(_job("u-busy"))
-        controller = _controller(api)
-        rt = JobRuntime(api.job)
-        await controller.sync(rt)
-        started = datetime.fromisoformat(api.job["status"]["startTime"])
-        api.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
-        rt.offer(copy.deepcopy(api.job))
-        api.busy = True
-        before = len(api.calls)
-        report = await controller.sync(rt)
-        assert [c.method for c in api.calls[before:]] == [], "no cosmetic write while busy"
-        assert report.delay == pytest.approx(1.0)
-        api.busy = False
-        await controller.sync(rt)
-        assert api.job["status"]["durationText"] == "60s"
-
-    asyncio.run(scenario())
-
-
-def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> None:
-    async def scenario() -> None:
-        busy, idle = FakeApi(_job("u-progress")), FakeApi(_job("u-idle"))
-        config = ControllerConfig(
-            sync_batch_seconds=0.0, status_batch_seconds=0.0, progress_write_qps=0.5
-        )
-        # Held mid-slot: the busy job's first progress write is due now, its next one not.
-        now = [1001.0]
-        controller = Controller(
-            busy, FakeRecorder(), config, busy.pods_of, clock=Clock(monotonic=lambda: now[0])
-        )
-        busy_rt, idle_rt = JobRuntime(busy.job), JobRuntime(idle.job)
-        for api, rt in ((busy, busy_rt), (idle, idle_rt)):
-            _use(controller, api)
-            await controller.sync(rt)
-        # The busy job's progress takes a slot of the budget two seconds ahead.
-        _use(controller, busy)
-        for _ in range(2):
-            uid = next(u for u, p in sorted(busy.pods.items()) if p.phase != c.SUCCEEDED)
-            busy.pods[uid] = replace(busy.pods[uid], phase=c.SUCCEEDED)
-            busy_rt.offer(copy.deepcopy(busy.job))
-            await controller.sync(busy_rt)
-        assert controller.progress_write_waiting() == 1
-        # The idle job's DURATION is a minute stale: its refresh waits for that write.
-        _use(controller, idle)
-        started = datetime.fromisoformat(idle.job["status"]["startTime"])
-        idle.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
-        idle_rt.offer(copy.deepcopy(idle.job))
-        before = len(idle.calls)
-        report = await controller.sync(idle_rt)
-        assert [c.method for c in idle.calls[before:]] == [], "no cosmetic write meanwhile"
-        assert report.delay == pytest.approx(1.0)
-        # The busy job's slots come, one per 2 s: it records its pod, then counts it.
-        _use(controller, busy)
-        for _ in range(2):
-            now[0] += 2.0
-            busy_rt.offer(copy.deepcopy(busy.job))
-            await controller.sync(busy_rt)
-        assert controller.progress_write_waiting() == 0
-        _use(controller, idle)
-        await controller.sync(idle_rt)
-        assert idle.job["status"]["durationText"] == "60s"
-
-    asyncio.run(scenario())

@@ -9,7 +9,7 @@ import pytest
 from paralleljob.shell.api import ApiError, ControllerApi, EventSink
 from paralleljob.shell.kube import Kube
 
-from .fake_api import FakeApi
+from ..fake_api import FakeApi
 
 # mypy checks that both satisfy the protocols structurally, signatures included.
 CONTROLLER_APIS: list[type[ControllerApi]] = [Kube, FakeApi]

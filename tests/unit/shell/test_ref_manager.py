@@ -13,7 +13,7 @@ from paralleljob.core.model import JobSpec, PodInfo
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.ref_manager import Claims, candidate_jobs, claim_pods
 
-from .sim import Sim
+from ..sim import Sim
 
 JOB, OTHER = "job-uid", "other-uid"
 OWNED = PodInfo("owned", "u1", namespace="ns", label_uid=JOB, controller_uid=JOB)

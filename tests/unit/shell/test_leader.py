@@ -43,7 +43,7 @@ from paralleljob.shell.leader import (
 )
 from tests.support.wait import wait_until_async
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 ENV = (
     "PJ_LEADER_ELECT",
     "PJ_LEADER_ELECTION_NAMESPACE",

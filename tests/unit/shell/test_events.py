@@ -9,7 +9,7 @@ from paralleljob import constants as c
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.events import EventRecorder, JobRef, SpamFilter
 
-from .fake_api import FakeApi, JsonDict
+from ..fake_api import FakeApi, JsonDict
 
 JOB = JobRef("ns", "big-job", "u-1")
 OTHER = JobRef("ns", "other-job", "u-2")

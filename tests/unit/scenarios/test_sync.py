@@ -22,8 +22,8 @@ from paralleljob.core.sync import (
     want_active,
 )
 
-from .fake_api import Crash
-from .sim import T0, Sim
+from ..fake_api import Crash
+from ..sim import T0, Sim
 
 
 # ----------------------------------------------------------------------------- wantActive

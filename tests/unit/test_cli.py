@@ -1,4 +1,4 @@
-"""The pure parts of the imperative shell: pod building, CLI settings."""
+"""The command line and the settings (cli.py, config.py), and the pod a job builds."""
 
 from __future__ import annotations
 

@@ -42,8 +42,8 @@ from paralleljob.core.tracking import record_finished_pods
 from paralleljob.shell import metrics
 from paralleljob.shell.controller import Controller
 
-from .fake_api import FakeApi, FakeRecorder
-from .sim import Sim
+from ..fake_api import FakeApi, FakeRecorder
+from ..sim import Sim
 
 #: v1.DisruptionTarget.
 DT = "DisruptionTarget"

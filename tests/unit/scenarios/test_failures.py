@@ -58,8 +58,8 @@ from paralleljob.core.pod_failure_policy import (
 from paralleljob.shell.job_sync import SyncReport
 from paralleljob.shell.runtime import JobRuntime
 
-from .fake_api import Crash
-from .sim import CRASH_POINTS, T0, Sim
+from ..fake_api import Crash
+from ..sim import CRASH_POINTS, T0, Sim
 
 S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
 MAX_INT32 = 2**31 - 1

@@ -38,8 +38,8 @@ from paralleljob.core.pod_failure_policy import (
 )
 from paralleljob.core.success_policy import REASON_SUCCESS_POLICY
 
-from .fake_api import Crash
-from .sim import CRASH_POINTS, T0, Sim
+from ..fake_api import Crash
+from ..sim import CRASH_POINTS, T0, Sim
 
 S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
 MAX_INT32 = 2**31 - 1

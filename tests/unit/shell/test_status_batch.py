@@ -13,7 +13,7 @@ from paralleljob import constants as c
 from paralleljob.core.model import Condition, JobSpec, JobStatus
 from paralleljob.shell.status_batch import progress_only, seconds_to_wait
 
-from .sim import Sim
+from ..sim import Sim
 
 T = datetime(2026, 1, 1, tzinfo=UTC)
 RUNNING = JobStatus(

@@ -1,0 +1,59 @@
+"""What the shell's tests share: a job, a refused call, a controller on a FakeApi."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+from paralleljob.config import ControllerConfig
+from paralleljob.shell.api import ApiError
+from paralleljob.shell.controller import Controller
+from paralleljob.shell.runtime import JobRuntime
+
+from ..fake_api import FakeApi, FakeRecorder
+
+JOB: dict[str, Any] = {
+    "apiVersion": "paralleljob.dev/v1alpha1",
+    "kind": "ParallelJob",
+    "metadata": {"name": "job", "namespace": "ns", "uid": "job-uid", "resourceVersion": "5"},
+    "spec": {
+        "completions": 3,
+        "parallelism": 2,
+        # As the operator's spec defaults left it (test_a_job_gets_the_api_server_s_...).
+        "completionMode": "NonIndexed",
+        "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c"}]}},
+    },
+}
+REFUSED = ApiError(500, "InternalError", "etcdserver: request timed out")
+
+
+async def no_sync(rt: JobRuntime) -> float | None:
+    return None
+
+
+def use_api(controller: Controller, api: FakeApi) -> None:
+    """Points every collaborator of ``controller`` at ``api`` (one FakeApi holds one
+    job): several jobs' syncs then share one controller's budgets."""
+    controller.pods.api = controller.status.api = controller.syncer.api = api
+    controller.syncer.pods_of = controller.pods_of = api.pods_of
+
+
+def controller_for(api: FakeApi, **config: Any) -> Controller:
+    return Controller(
+        api,
+        FakeRecorder(),
+        ControllerConfig(**{"sync_batch_seconds": 0.0, **config}),
+        api.pods_of,
+        job_exists=lambda uid: uid == api.job["metadata"]["uid"],
+    )
+
+
+async def until(what: Callable[[], bool], timeout: float = 5.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not what():
+            await asyncio.sleep(0.005)
+
+
+def job_named(uid: str) -> dict[str, Any]:
+    return {**JOB, "metadata": {**JOB["metadata"], "uid": uid, "name": f"job-{uid}"}}

@@ -1,0 +1,114 @@
+"""The per-job loops (job_loops.py, through the Controller): started by a job's first
+event, ended by its deletion, event batching, the progress markers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import replace
+
+from paralleljob import constants as c
+from paralleljob.config import ControllerConfig
+from paralleljob.shell.job_loops import JobLoops
+from paralleljob.shell.runtime import JobRuntime
+
+from ..fake_api import FakeApi
+from .support import JOB, controller_for, no_sync, until
+
+
+def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None:
+    async def scenario() -> None:
+        api = FakeApi(JOB)
+        controller = controller_for(api)
+        controller.job_seen(api.job)
+        await until(lambda: len(api.pods) == 2)
+        assert list(controller.jobs) == ["job-uid"]
+        assert all(p.has_finalizer for p in api.pods.values())
+        task = controller.jobs["job-uid"].loop.task
+        await controller.job_gone("job-uid", "ns")
+        assert task is not None
+        await asyncio.wait_for(task, 5)
+        assert controller.jobs == {}
+        assert not any(p.has_finalizer for p in api.pods.values()), (
+            "a deleted job's pods are released"
+        )
+
+    asyncio.run(scenario())
+
+
+def test_spec_defaults_are_written_first_with_a_resource_version_precondition() -> None:
+    async def scenario() -> None:
+        spec = {k: v for k, v in JOB["spec"].items() if k != "parallelism"}
+        api = FakeApi({**JOB, "spec": spec})
+        controller = controller_for(api)
+        controller.job_seen(api.job)
+        await until(lambda: len(api.pods) == 1)
+        assert api.job["spec"]["parallelism"] == 1
+        first = api.calls[0]
+        assert first.method == "patch_job", "before anything else"
+        assert first.body is not None and first.body["metadata"]["resourceVersion"] == "5"
+        await controller.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_a_job_s_loop_runs_to_complete_and_counts_every_pod_once() -> None:
+    async def scenario() -> None:
+        api = FakeApi(JOB)
+        controller = controller_for(api)
+        controller.job_seen(api.job)
+        rt = controller.jobs["job-uid"]
+
+        def counted() -> bool:
+            for uid, pod in list(api.pods.items()):  # the kubelet: every pod there succeeds
+                api.pods[uid] = replace(pod, phase=c.SUCCEEDED)
+            rt.loop.poke()
+            return bool(api.job.get("status", {}).get("succeeded") == 3)
+
+        await until(counted)
+        status = api.job["status"]
+        assert status["statusText"] == "Complete"
+        assert status["uncountedTerminatedPods"] in ({}, {"succeeded": [], "failed": []})
+        assert len(api.pods) == 3
+        await controller.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_an_event_after_a_quiet_spell_syncs_at_once_a_burst_waits_for_the_batch() -> None:
+    async def scenario() -> None:
+        controller = controller_for(FakeApi(JOB), sync_batch_seconds=0.3)
+        rt = JobRuntime(JOB)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        await controller.loops.batch_events(rt)  # never synced: no wait
+        assert loop.time() - started < 0.25
+        rt.loop.last_sync_started = time.monotonic()
+        started = loop.time()
+        await controller.loops.batch_events(rt)  # a sync just started: wait out the batch
+        assert loop.time() - started >= 0.25
+
+    asyncio.run(scenario())
+
+
+def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:
+    seen: list[tuple[float | None, float | None, float | None]] = []
+
+    class Probe(JobLoops):
+        async def sync_safely(self, rt: JobRuntime) -> float | None:
+            seen.append((rt.loop.woken_at, rt.loop.timer_due, rt.loop.sync_started))
+            rt.loop.poke()  # an event during the sync is pending work again
+            return None
+
+    async def run() -> JobRuntime:
+        loops = Probe(no_sync, ControllerConfig(), time.monotonic, on_end=lambda rt: None)
+        rt = JobRuntime(JOB)
+        rt.loop.poke()
+        rt.loop.timer_due = 1.0
+        await loops.timed_sync(rt)
+        return rt
+
+    rt = asyncio.run(run())
+    [(woken, timer, started)] = seen
+    assert woken is None and timer is None and started is not None
+    assert rt.loop.sync_started is None and rt.loop.woken_at is not None
