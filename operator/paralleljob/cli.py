@@ -44,6 +44,40 @@ class StartupError(Exception):
 
 
 def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.log_level not in LOG_LEVELS:
+        parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
+    try:
+        return OperatorConfig(
+            namespaces=_namespaces(args.namespace),
+            log_level=args.log_level,
+            bind_address=(
+                bind_address(args.bind_address, "--bind-address")
+                if args.bind_address is not None
+                else bind_address_from_env("PJ_BIND_ADDRESS", DEFAULTS.bind_address)
+            ),
+            liveness_port=_port(args.liveness_port, "PJ_LIVENESS_PORT", DEFAULTS.liveness_port),
+            metrics_port=_port(args.metrics_port, "PJ_METRICS_PORT", DEFAULTS.metrics_port),
+            controller=controller_config_from_env(),
+            api=api_config_from_env(),
+            leader_election=leader_election_config_from_env(args.leader_elect),
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
+
+
+def _namespaces(flags: Sequence[str]) -> tuple[str, ...]:
+    """The namespaces to watch: the flags, else $PJ_WATCH_NAMESPACES (comma list);
+    none: all of them."""
+    namespaces = [n for n in flags if n]
+    if not namespaces:
+        env = os.environ.get("PJ_WATCH_NAMESPACES", "")
+        namespaces = [n.strip() for n in env.split(",") if n.strip()]
+    return tuple(dict.fromkeys(namespaces))
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Run the ParallelJob operator (the batch/v1 Job controller as a CRD).",
@@ -93,30 +127,7 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         "can run (default: $PJ_LEADER_ELECT, else "
         f"{str(DEFAULTS.leader_election.enabled).lower()})",
     )
-    args = parser.parse_args(argv)
-    if args.log_level not in LOG_LEVELS:
-        parser.error(f"--log-level must be one of {', '.join(LOG_LEVELS)}")
-    namespaces = [n for n in args.namespace if n]
-    if not namespaces:
-        env = os.environ.get("PJ_WATCH_NAMESPACES", "")
-        namespaces = [n.strip() for n in env.split(",") if n.strip()]
-    try:
-        return OperatorConfig(
-            namespaces=tuple(dict.fromkeys(namespaces)),
-            log_level=args.log_level,
-            bind_address=(
-                bind_address(args.bind_address, "--bind-address")
-                if args.bind_address is not None
-                else bind_address_from_env("PJ_BIND_ADDRESS", DEFAULTS.bind_address)
-            ),
-            liveness_port=_port(args.liveness_port, "PJ_LIVENESS_PORT", DEFAULTS.liveness_port),
-            metrics_port=_port(args.metrics_port, "PJ_METRICS_PORT", DEFAULTS.metrics_port),
-            controller=controller_config_from_env(),
-            api=api_config_from_env(),
-            leader_election=leader_election_config_from_env(args.leader_elect),
-        )
-    except ValueError as exc:
-        parser.error(str(exc))
+    return parser
 
 
 def liveness_endpoint(config: OperatorConfig) -> str | None:

@@ -1,12 +1,16 @@
-"""Token buckets, as client-go's flowcontrol and golang.org/x/time/rate have them.
+"""Token buckets, as client-go's flowcontrol and golang.org/x/time/rate have them, and
+slots handed out at a fixed rate.
 
 Pure: every method takes the time (monotonic seconds) from its caller, so the
-arithmetic is tested without a clock. Three users in the operator:
+arithmetic is tested without a clock. Its users in the operator:
 
-* the API client (``PJ_API_QPS`` / ``PJ_API_BURST``): client-go's default client
-  rate limiter, so that the operator can be held to kube-controller-manager's budget;
-* the DURATION refresh budget (see :class:`SlotScheduler`);
-* the Event spam filter (client-go's ``EventSourceObjectSpamFilter``).
+* :class:`TokenBucket`: the API client (``PJ_API_QPS`` / ``PJ_API_BURST``), client-go's
+  default client rate limiter, so that the operator can be held to
+  kube-controller-manager's budget; and the Event spam filter (client-go's
+  ``EventSourceObjectSpamFilter``);
+* :class:`SlotScheduler`: the two write budgets all jobs share (status_writer.py), the
+  DURATION refresh (``PJ_DURATION_REFRESH_QPS``) and progress-only status writes
+  (``PJ_PROGRESS_WRITE_QPS``).
 """
 
 from __future__ import annotations
