@@ -53,6 +53,11 @@ lint: prereqs venv ## ruff, mypy and shellcheck
 unit: venv ## Unit tests only (no cluster)
 	$(VENV)/bin/pytest tests/unit
 
+.PHONY: layers
+layers: venv ## The architecture in figures: modules per layer, cross-layer imports, a pod event's path
+	$(PYTHON) hack/layers.py
+	$(PYTHON) hack/layers.py --trace
+
 # First the tests that keep to their own namespace and operator, TEST_WORKERS at a time
 # (pytest-xdist); then, one at a time, those marked exclusive (tests/conftest.py): they
 # deploy an operator for every namespace, restart components or stop the cluster; last,

@@ -9,6 +9,8 @@
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,14 @@ def test_the_checks_see_an_impure_module() -> None:
 def test_the_leaf_check_sees_a_package_import() -> None:
     found = imports_of("from .shell.controller import Controller\n", "paralleljob.config")
     assert leaf_problems(found, LEAVES) == ["paralleljob.shell.controller"]
+
+
+def test_the_layers_script_prints_the_layers_and_a_pod_event_s_path() -> None:
+    script = PACKAGE.parents[1] / "hack" / "layers.py"
+    static = subprocess.run([sys.executable, script], capture_output=True, text=True, check=True)
+    assert "core" in static.stdout and "longest function:" in static.stdout
+    traced = subprocess.run(
+        [sys.executable, script, "--trace"], capture_output=True, text=True, check=True
+    )
+    assert "paralleljob.handlers -> paralleljob.shell.controller" in traced.stdout
+    assert "module crossings through" in traced.stdout

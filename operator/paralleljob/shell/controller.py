@@ -54,7 +54,7 @@ class Controller:
         self.pods = PodWriter(api, recorder, config, clock.monotonic)
         self.status = StatusWriter(api, config, clock.monotonic)
         self.syncer = JobSync(api, recorder, config, clock, pods_of, self.pods, self.status)
-        self.loops = JobLoops(self._sync_delay, config, clock.monotonic, self.status.forget)
+        self.loops = JobLoops(self.syncer.sync, config, clock.monotonic, self.status.forget)
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
 
     @property
@@ -73,9 +73,6 @@ class Controller:
     async def sync(self, rt: JobRuntime) -> SyncReport:
         """One sync of the job (job_sync.py)."""
         return await self.syncer.sync(rt)
-
-    async def _sync_delay(self, rt: JobRuntime) -> float | None:
-        return (await self.syncer.sync(rt)).delay
 
     # -- watch events ------------------------------------------------------------------
     def job_seen(self, body: Mapping[str, Any]) -> None:
@@ -117,7 +114,8 @@ class Controller:
             # it again: release it now, or deleting it would hang on the finalizer.
             await self.pods.release_unwatched(pod)
         looked_at = False
-        for uid in candidate_jobs(pod):
+        candidates = candidate_jobs(pod)
+        for uid in candidates:
             rt = self.jobs.get(uid)
             # A stopped loop (its job deleted) may still be finishing a sync that creates
             # pods: those are orphans already, released below.
@@ -127,7 +125,7 @@ class Controller:
                 )
                 rt.loop.poke()
                 looked_at = True
-        orphan = not any(self.job_exists(uid) for uid in candidate_jobs(pod))
+        orphan = not any(self.job_exists(uid) for uid in candidates)
         if pod.has_finalizer and not gone and not looked_at and orphan:
             await self.pods.release_orphan(pod.namespace, pod.name)
 

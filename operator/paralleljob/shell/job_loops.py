@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from ..config import ControllerConfig
 from ..core.model import PodInfo
@@ -24,8 +24,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: One sync of a job: when to sync again (None: at the next event).
-Sync = Callable[["JobRuntime"], Awaitable[float | None]]
+
+class Synced(Protocol):
+    """What a sync reports to its loop: when to sync again (None: at the next event)."""
+
+    @property
+    def delay(self) -> float | None: ...
+
+
+#: One sync of a job.
+Sync = Callable[["JobRuntime"], Awaitable[Synced]]
 
 
 class LoopState:
@@ -149,7 +157,7 @@ class JobLoops:
         """One sync; never raises (a failure is logged and retried with back-off)."""
         retry = rt.loop.retry
         try:
-            delay = await self._sync(rt)
+            delay = (await self._sync(rt)).delay
         except Conflict:
             retry.succeeded()
             return 0.0

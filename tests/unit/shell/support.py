@@ -9,6 +9,7 @@ from typing import Any
 from paralleljob.config import ControllerConfig
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.controller import Controller
+from paralleljob.shell.job_sync import SyncReport
 from paralleljob.shell.runtime import JobRuntime
 
 from ..fake_api import FakeApi, FakeRecorder
@@ -28,8 +29,8 @@ JOB: dict[str, Any] = {
 REFUSED = ApiError(500, "InternalError", "etcdserver: request timed out")
 
 
-async def no_sync(rt: JobRuntime) -> float | None:
-    return None
+async def no_sync(rt: JobRuntime) -> SyncReport:
+    return SyncReport(delay=None)
 
 
 def use_api(controller: Controller, api: FakeApi) -> None:
