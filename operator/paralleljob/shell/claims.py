@@ -10,7 +10,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from ..core.model import PodInfo
-from ..core.pods import owner_reference
 from ..json_types import JsonDict
 from .api import ApiError, PodControl
 from .ref_manager import claim_pods
@@ -36,7 +35,7 @@ async def claim(api: PodControl, rt: JobRuntime, pods_of: PodsOf) -> list[PodInf
     claims = claim_pods(rt.uid, rt.namespace, deleting, pods_of(rt.uid))
     if not (claims.adopt or claims.release):
         return list(claims.owned)
-    owner = owner_reference(rt.body)
+    owner = rt.kind.owner_reference(rt.name, rt.uid)
     adopted, released = await asyncio.gather(
         asyncio.gather(*(_adopt(api, rt, p, owner) for p in claims.adopt)),
         asyncio.gather(*(_release(api, rt, p) for p in claims.release)),

@@ -18,6 +18,7 @@ from typing import Any
 
 from .. import constants as c
 from ..config import ControllerConfig
+from ..core.kind import PARALLELJOB, JobKind
 from ..core.managed_by import managed_by_external_controller
 from ..core.model import PodInfo
 from . import metrics
@@ -46,7 +47,10 @@ class Controller:
         pods_of: PodsOf,
         clock: Clock = REAL_CLOCK,
         job_exists: Callable[[str], bool] = _no_job_known,
+        kind: JobKind = PARALLELJOB,
     ) -> None:
+        #: The kind of job this controller runs (core/kind.py).
+        self.kind = kind
         self.config = config
         self.clock = clock
         self.pods_of = pods_of
@@ -82,7 +86,7 @@ class Controller:
         meta = body["metadata"]
         rt = self.jobs.get(meta["uid"])
         if rt is None:
-            rt = JobRuntime(body, self.clock.monotonic)
+            rt = JobRuntime(body, self.clock.monotonic, self.kind)
             # addJob: a job's first event (the initial listing too) counts it once per loop.
             metrics.record_job_added(managed_by_external_controller(body.get("spec") or {}))
             self.loops.start(rt)

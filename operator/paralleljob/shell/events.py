@@ -34,6 +34,10 @@ COMPONENT = "paralleljob-operator"
 
 @dataclass(frozen=True)
 class JobRef:
+    """The job an Event is about: its kind's apiVersion and kind, and the object."""
+
+    api_version: str
+    kind: str
     namespace: str
     name: str
     uid: str
@@ -112,8 +116,8 @@ class EventRecorder:
             event = {
                 "metadata": {"name": f"{job.name}.{time.time_ns():x}", "namespace": job.namespace},
                 "involvedObject": {
-                    "apiVersion": c.API_VERSION,
-                    "kind": c.KIND,
+                    "apiVersion": job.api_version,
+                    "kind": job.kind,
                     "name": job.name,
                     "namespace": job.namespace,
                     "uid": job.uid,

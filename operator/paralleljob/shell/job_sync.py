@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from ..config import ControllerConfig
 from ..core.managed_by import managed_by_external_controller
-from ..core.model import JobStatus, PodInfo, spec_defaults_patch
+from ..core.model import JobStatus, PodInfo
 from ..core.sync import (
     Event,
     PodOutcome,
@@ -136,7 +136,7 @@ class JobSync:
         the core applies it anyway (model.parse_spec)."""
         defaults = {
             k: v
-            for k, v in (spec_defaults_patch(rt.body.get("spec") or {}) or {}).items()
+            for k, v in (rt.kind.spec_defaults(rt.body.get("spec") or {}) or {}).items()
             if k not in rt.unstored_defaults
         }
         if rt.job.deleting or not defaults:

@@ -19,7 +19,7 @@ from typing import Any
 from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
-from .. import constants as c
+from ..core.kind import PARALLELJOB, JobKind
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
@@ -80,8 +80,17 @@ class Kube:
     :class:`~paralleljob.api.ControllerApi` and :class:`~paralleljob.api.EventSink`."""
 
     def __init__(
-        self, configuration: Any, *, concurrency: int = 64, qps: float = 0.0, burst: int = 1
+        self,
+        configuration: Any,
+        *,
+        concurrency: int = 64,
+        qps: float = 0.0,
+        burst: int = 1,
+        kind: JobKind = PARALLELJOB,
     ) -> None:
+        #: The kind whose jobs the job calls address, and whose finalizer the pod
+        #: calls remove (core/kind.py).
+        self.kind = kind
         configuration.connection_pool_maxsize = max(concurrency, 1)
         # trust_env would make aiohttp look for ~/.netrc credentials on a worker thread
         # before every request that carries no aiohttp auth object (all of ours: the
@@ -161,10 +170,8 @@ class Kube:
         return parsed
 
     # -- paths -----------------------------------------------------------------------
-    @staticmethod
-    def job_path(namespace: str, name: str, sub: str = "") -> str:
-        path = f"/apis/{c.GROUP}/{c.VERSION}/namespaces/{namespace}/{c.PLURAL}/{name}"
-        return f"{path}/{sub}" if sub else path
+    def job_path(self, namespace: str, name: str, sub: str = "") -> str:
+        return self.kind.path(namespace, name, sub)
 
     @staticmethod
     def pods_path(namespace: str, name: str = "") -> str:
@@ -198,12 +205,12 @@ class Kube:
 
     async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
         """Upstream's removeTrackingFinalizerPatch (a strategic merge patch)."""
-        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [c.TRACKING_FINALIZER]}}
+        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [self.kind.finalizer]}}
         await self._patch_pod(namespace, name, patch)
 
     async def adopt_pod(self, namespace: str, name: str, uid: str, owner: JsonDict) -> None:
         """Upstream's ownerRefControllerPatch; the API server refuses a second controller."""
-        meta = {"uid": uid, "ownerReferences": [owner], "finalizers": [c.TRACKING_FINALIZER]}
+        meta = {"uid": uid, "ownerReferences": [owner], "finalizers": [self.kind.finalizer]}
         await self._patch_pod(namespace, name, {"metadata": meta})
 
     async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
@@ -211,7 +218,7 @@ class Kube:
         meta = {
             "uid": uid,
             "ownerReferences": [{"$patch": "delete", "uid": owner_uid}],
-            "$deleteFromPrimitiveList/finalizers": [c.TRACKING_FINALIZER],
+            "$deleteFromPrimitiveList/finalizers": [self.kind.finalizer],
         }
         await self._patch_pod(namespace, name, {"metadata": meta})
 

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from ..core.kind import PARALLELJOB, JobKind
 from ..core.model import Job, parse_job
 from .events import JobRef
 from .job_loops import LoopState
@@ -20,9 +21,14 @@ class JobRuntime:
     """What the operator keeps in memory about one job between syncs."""
 
     def __init__(
-        self, body: Mapping[str, Any], monotonic: Callable[[], float] = time.monotonic
+        self,
+        body: Mapping[str, Any],
+        monotonic: Callable[[], float] = time.monotonic,
+        kind: JobKind = PARALLELJOB,
     ) -> None:
         meta = body["metadata"]
+        #: The job's kind: its API, its pods' keys and finalizer (core/kind.py).
+        self.kind = kind
         self.uid: str = meta["uid"]
         self.namespace: str = meta["namespace"]
         self.name: str = meta["name"]
@@ -39,7 +45,8 @@ class JobRuntime:
 
     @property
     def ref(self) -> JobRef:
-        return JobRef(self.namespace, self.name, self.uid)
+        kind = self.kind
+        return JobRef(kind.api_version, kind.kind, self.namespace, self.name, self.uid)
 
     @property
     def body(self) -> Mapping[str, Any]:

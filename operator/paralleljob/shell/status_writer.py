@@ -150,7 +150,7 @@ class StatusWriter:
         slots = self.duration_slots
         status = done.status
         if _only_duration_differs(rt.job.status, status):
-            if slots is None:
+            if slots is None or not rt.kind.refresh_duration:
                 return None
             if not self.api.has_spare_budget() or self.progress_write_waiting():
                 return BUSY_REFRESH_RETRY_SECONDS
@@ -161,7 +161,7 @@ class StatusWriter:
             return wait
         if await self.write(rt, status):
             self.release_slots(rt, slots)
-        return done.refresh_after if slots is not None else None
+        return done.refresh_after if slots is not None and rt.kind.refresh_duration else None
 
     def wait(self, rt: JobRuntime, wanted: JobStatus) -> float:
         """How long a status write waits (see status_batch.py): one that only reports

@@ -6,13 +6,19 @@ from __future__ import annotations
 import asyncio
 
 from paralleljob import constants as c
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.events import EventRecorder, JobRef, SpamFilter
 
 from ..fake_api import FakeApi, JsonDict
 
-JOB = JobRef("ns", "big-job", "u-1")
-OTHER = JobRef("ns", "other-job", "u-2")
+
+def _ref(name: str, uid: str) -> JobRef:
+    return JobRef(PARALLELJOB.api_version, PARALLELJOB.kind, "ns", name, uid)
+
+
+JOB = _ref("big-job", "u-1")
+OTHER = _ref("other-job", "u-2")
 
 
 def test_a_job_posts_25_events_of_a_type_then_one_per_five_minutes() -> None:
@@ -29,10 +35,10 @@ def test_the_least_recently_used_buckets_are_forgotten_beyond_the_cache_size() -
     spam = SpamFilter(burst=1, entries=2)
     assert spam.allows(JOB, "Normal", 0.0)
     assert spam.allows(OTHER, "Normal", 0.0)
-    assert spam.allows(JobRef("ns", "third", "u-3"), "Normal", 0.0)
+    assert spam.allows(_ref("third", "u-3"), "Normal", 0.0)
     # JOB's bucket was evicted: it starts full again, as in client-go's LRU.
     assert spam.allows(JOB, "Normal", 0.0)
-    assert not spam.allows(JobRef("ns", "third", "u-3"), "Normal", 0.0)
+    assert not spam.allows(_ref("third", "u-3"), "Normal", 0.0)
 
 
 SINK_JOB: JsonDict = {"metadata": {"name": "big-job", "namespace": "ns", "uid": "u-1"}}
