@@ -62,7 +62,7 @@ from paralleljob.core.indexed import (
 )
 from paralleljob.core.model import PodInfo
 
-from .sim import T0
+from ..sim import T0
 
 S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
 #: Upstream's noIndex: a pod without the completion-index annotation.

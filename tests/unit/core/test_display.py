@@ -17,7 +17,7 @@ from paralleljob.core.display import (
 )
 from paralleljob.core.model import Condition, JobSpec, JobStatus
 
-from .sim import T0
+from ..sim import T0
 
 
 @pytest.mark.parametrize(

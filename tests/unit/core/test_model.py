@@ -29,7 +29,7 @@ from paralleljob.core.model import (
 from paralleljob.core.pod_failure_policy import ContainerStatus, PodCondition, PodFailureFacts
 from paralleljob.timeutil import format_time, parse_time
 
-from .sim import T0
+from ..sim import T0
 
 
 @pytest.mark.parametrize(

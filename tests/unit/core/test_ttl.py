@@ -11,7 +11,7 @@ from paralleljob import constants as c
 from paralleljob.core.model import Condition, Job, JobSpec, JobStatus
 from paralleljob.core.ttl import process_ttl
 
-from .sim import T0
+from ..sim import T0
 
 
 def finished(ctype: str, ago: int) -> JobStatus:

@@ -21,7 +21,7 @@ from paralleljob.core.backoff import (
 )
 from paralleljob.core.model import PodFailureBackoff, PodInfo
 
-from .sim import T0
+from ..sim import T0
 
 DEFAULT_BASE_SECONDS = CoreConfig().backoff_base_seconds
 DEFAULT_MAX_SECONDS = CoreConfig().backoff_max_seconds
