@@ -35,11 +35,9 @@ Indexed job. Nothing here does I/O. What differs:
 
 from __future__ import annotations
 
-import bisect
 import copy
 import dataclasses
 import functools
-import logging
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -47,6 +45,16 @@ from typing import Any, Final, Protocol, TypeAlias
 
 from .. import constants as c
 from ..json_types import JsonDict
+from .active_pods import removal_order_key
+from .intervals import (
+    OrderedIntervals,
+    intervals_has,
+    intervals_string,
+    intervals_total,
+    merge_intervals,
+    parse_indexes_from_string,
+    with_ordered_indexes,
+)
 from .model import COMPLETION_INDEX_ANNOTATION as COMPLETION_INDEX_ANNOTATION
 from .model import INDEX_FAILURE_COUNT_ANNOTATION as INDEX_FAILURE_COUNT_ANNOTATION
 from .model import INDEX_IGNORED_FAILURE_COUNT_ANNOTATION as INDEX_IGNORED_FAILURE_COUNT_ANNOTATION
@@ -58,7 +66,6 @@ from .model import (
     JobSpec,
     JobStatus,
     PodInfo,
-    atoi,
     parse_pod,
 )
 from .model import get_completion_index as get_completion_index
@@ -68,8 +75,6 @@ from .model import is_pod_failed as is_pod_failed
 from .pod_failure_policy import match_pod
 from .pods import MAX_GENERATE_NAME_PREFIX
 
-log = logging.getLogger(__name__)
-
 #: The completion-index label has the annotation's key, as upstream's.
 COMPLETION_INDEX_LABEL: Final = COMPLETION_INDEX_ANNOTATION
 #: completionIndexEnvName.
@@ -78,12 +83,6 @@ COMPLETION_INDEX_ENV_NAME: Final = "JOB_COMPLETION_INDEX"
 ACTION_FAIL_INDEX: Final = "FailIndex"
 
 _MAX_INT32: Final = 2**31 - 1
-
-#: A run of completion indexes, first and last included (upstream ``interval``).
-Interval: TypeAlias = tuple[int, int]
-#: Intervals in increasing order, neither overlapping nor adjacent (``orderedIntervals``).
-OrderedIntervals: TypeAlias = tuple[Interval, ...]
-
 
 # ------------------------------------------------------------------------------ values
 #: A pod as the indexed functions read it: upstream reads the index annotations off the
@@ -162,112 +161,6 @@ def indexed_pod(info: PodInfo, annotations: Mapping[str, Any] | None) -> Indexed
 def parse_indexed_pod(body: Mapping[str, Any]) -> IndexedPod:
     """A pod's JSON as the indexed functions read it (``model.parse_pod``)."""
     return parse_pod(body)
-
-
-# -------------------------------------------------------------------------- intervals
-def _parse_interval(text: str, completions: int) -> Interval | None:
-    """One "a" or "a-b" of parseIndexesFromString, its last index capped below
-    ``completions``; None if it cannot be parsed. A first index at or above
-    ``completions`` is returned as is: the caller stops there."""
-    limits = text.split("-")
-    first = atoi(limits[0])
-    if first is None:
-        return None
-    if first >= completions or len(limits) == 1:
-        return first, first
-    # Like upstream, "a-b-c" reads as "a-b", and "5-3" is kept as it is.
-    last = atoi(limits[1])
-    if last is None:
-        return None
-    return first, min(last, completions - 1)
-
-
-def parse_indexes_from_string(
-    indexes: str, completions: int, job_name: str = ""
-) -> OrderedIntervals:
-    """parseIndexesFromString: "1,3-5,7" as ordered intervals below ``completions``.
-
-    Adjacent intervals merge; corrupted ones are skipped (and logged, as upstream does);
-    parsing stops at the first interval that starts at or above ``completions``, and the
-    last interval is cut at ``completions - 1``. ``job_name`` only names the job in the
-    log line.
-    """
-    if indexes == "":
-        return ()
-    result: list[Interval] = []
-    for text in indexes.split(","):
-        interval = _parse_interval(text, completions)
-        if interval is None:
-            log.info("Corrupted indexes interval, ignoring: job=%s interval=%r", job_name, text)
-            continue
-        first, last = interval
-        if first >= completions:
-            break
-        if result and result[-1][1] == first - 1:
-            result[-1] = (result[-1][0], last)
-        else:
-            result.append((first, last))
-    return tuple(result)
-
-
-def intervals_string(intervals: OrderedIntervals) -> str:
-    """orderedIntervals.String: "0,2-4,6,7" (two adjacent indexes print as "6,7")."""
-    parts: list[str] = []
-    for first, last in intervals:
-        if last <= first:
-            parts.append(str(first))
-        elif last == first + 1:
-            parts.append(f"{first},{last}")
-        else:
-            parts.append(f"{first}-{last}")
-    return ",".join(parts)
-
-
-def intervals_has(intervals: OrderedIntervals, index: int) -> bool:
-    """orderedIntervals.has: a binary search for the first interval ending at or after
-    ``index``, which holds it if it starts at or before it."""
-    at = bisect.bisect_left(intervals, index, key=lambda interval: interval[1])
-    return at < len(intervals) and intervals[at][0] <= index
-
-
-def intervals_total(intervals: Iterable[Interval]) -> int:
-    """orderedIntervals.total: how many indexes the intervals hold."""
-    return sum(last - first + 1 for first, last in intervals)
-
-
-def merge_intervals(intervals: OrderedIntervals, new: OrderedIntervals) -> OrderedIntervals:
-    """orderedIntervals.merge: both ordered lists as one, overlapping or adjacent
-    intervals joined."""
-    result: list[Interval] = []
-
-    def append_or_merge(interval: Interval) -> None:
-        # appendOrMergeWithLastInterval.
-        if not result or interval[0] > result[-1][1] + 1:
-            result.append(interval)
-        elif result[-1][1] < interval[1]:
-            result[-1] = (result[-1][0], interval[1])
-
-    i = j = 0
-    while i < len(intervals) and j < len(new):
-        if intervals[i][0] < new[j][0]:
-            append_or_merge(intervals[i])
-            i += 1
-        else:
-            append_or_merge(new[j])
-            j += 1
-    for interval in intervals[i:]:
-        append_or_merge(interval)
-    for interval in new[j:]:
-        append_or_merge(interval)
-    return tuple(result)
-
-
-def with_ordered_indexes(
-    intervals: OrderedIntervals, new_indexes: Iterable[int]
-) -> OrderedIntervals:
-    """orderedIntervals.withOrderedIndexes: the intervals with ``new_indexes`` (given in
-    increasing order) added."""
-    return merge_intervals(intervals, tuple((ix, ix) for ix in new_indexes))
 
 
 # ---------------------------------------------------------------------- pods and indexes
@@ -486,9 +379,6 @@ def _pods_with_same_index_for_removal_and_remaining(
         return tuple(pods), ()
     if len(pods) == 1:
         return (), (pods[0],)
-    # core imports this module; importing core at the top would make that circular.
-    from .sync import removal_order_key
-
     ordered = sorted(pods, key=removal_order_key)
     return tuple(ordered[:-1]), (ordered[-1],)
 

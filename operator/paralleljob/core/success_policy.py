@@ -20,8 +20,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from .. import constants as c
-from .indexed import Interval as Interval
-from .indexed import intervals_total, parse_indexes_from_string
+from .intervals import Interval, intervals_total, parse_indexes_from_string
 from .model import Condition, find_condition
 from .model import SuccessPolicy as SuccessPolicy
 from .model import SuccessPolicyRule as SuccessPolicyRule

@@ -41,6 +41,7 @@ from .. import constants as c
 from ..config import CoreConfig
 from ..timeutil import truncate
 from . import display
+from .active_pods import active_pods, removal_order_key
 from .backoff import (
     BackoffRecord,
     job_backoff,
@@ -50,15 +51,14 @@ from .backoff import (
 )
 from .indexed import (
     IndexFailures,
-    OrderedIntervals,
     append_duplicated_index_pods_for_removal,
     failed_indexes_verdict,
-    intervals_total,
     job_index_failures,
     job_succeeded_indexes,
     pending_indexes,
     track_succeeded_indexes,
 )
+from .intervals import OrderedIntervals, intervals_total
 from .model import (
     Condition,
     Job,
@@ -242,31 +242,6 @@ def ensure_condition(
 def _failed_for_target(target: Condition, now: datetime) -> Condition:
     """newFailedConditionForFailureTarget."""
     return new_condition(c.COND_FAILED, "True", target.reason, target.message, now)
-
-
-def active_pods(pods: Iterable[PodInfo]) -> list[PodInfo]:
-    return [p for p in pods if p.active]
-
-
-def _ts(value: datetime | None) -> float:
-    return value.timestamp() if value is not None else 0.0
-
-
-def removal_order_key(pod: PodInfo) -> tuple[int, int, int, float, int, float]:
-    """controller.ActivePods: unscheduled < scheduled, Pending < Unknown < Running,
-    not ready < ready, ready for less time < more, more restarts < fewer, newer < older."""
-    phase_rank = {c.PENDING: 0, c.UNKNOWN: 1, c.RUNNING: 2}.get(pod.phase, 0)
-    # A zero ready time sorts first; otherwise later (more recent) first.
-    ready_since = -_ts(pod.ready_since) if pod.ready and pod.ready_since else float("-inf")
-    created = -_ts(pod.created) if pod.created else float("-inf")
-    return (
-        1 if pod.node_assigned else 0,
-        phase_rank,
-        1 if pod.ready else 0,
-        ready_since,
-        -pod.max_restarts,
-        created,
-    )
 
 
 def pods_for_removal(

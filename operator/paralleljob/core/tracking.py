@@ -26,7 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from .. import constants as c
-from .indexed import OrderedIntervals, by_completion_index, intervals_has
+from .indexed import by_completion_index
+from .intervals import OrderedIntervals, intervals_has
 from .model import Condition, JobSpec, JobStatus, PodInfo, is_pod_failed
 from .pod_failure_policy import match_pod
 

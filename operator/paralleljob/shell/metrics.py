@@ -20,7 +20,7 @@ from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
 
-from ..core.indexed import intervals_total, parse_indexes_from_string
+from ..core.intervals import intervals_total, parse_indexes_from_string
 from ..core.model import POD_REPLACEMENT_FAILED, JobSpec, JobStatus
 
 PREFIX = "paralleljob_controller"

@@ -31,7 +31,6 @@ from paralleljob.core.indexed import (
     FailurePolicyMatcher,
     IndexedJob,
     IndexedPod,
-    OrderedIntervals,
     add_completion_index_annotation,
     add_completion_index_env_variables,
     add_completion_index_label,
@@ -47,19 +46,14 @@ from paralleljob.core.indexed import (
     get_new_index_failure_counts,
     get_pods_with_delayed_deletion_per_index,
     indexed_pod,
-    intervals_has,
-    intervals_string,
-    intervals_total,
     is_index_failed,
     is_indexed_job,
-    merge_intervals,
     parse_indexed_pod,
-    parse_indexes_from_string,
     pod_generate_name_with_index,
     pod_hostname,
     template_for_index,
-    with_ordered_indexes,
 )
+from paralleljob.core.intervals import OrderedIntervals
 from paralleljob.core.model import PodInfo
 
 from ..sim import T0
@@ -542,23 +536,6 @@ def test_get_new_index_failure_counts(
     assert get_new_index_failure_counts(job, pod) == (want_failures, want_ignored)
 
 
-# ------------------------------------------------------------------ TestIntervalsHaveIndex
-@pytest.mark.parametrize(
-    ("intervals", "index", "want_has"),
-    [
-        pytest.param((), 4, False, id="empty"),
-        pytest.param(((2, 4), (5, 7)), 1, False, id="before all"),
-        pytest.param(((2, 4), (6, 8)), 9, False, id="after all"),
-        pytest.param(((2, 4), (6, 8)), 5, False, id="in between"),
-        pytest.param(((2, 4), (6, 8)), 2, True, id="in first"),
-        pytest.param(((2, 4), (6, 8)), 8, True, id="in second"),
-    ],
-)
-def test_intervals_have_index(intervals: OrderedIntervals, index: int, want_has: bool) -> None:
-    """Ports TestIntervalsHaveIndex."""
-    assert intervals_has(intervals, index) is want_has
-
-
 # ---------------------------------------------------------------- TestFirstPendingIndexes
 @pytest.mark.parametrize(
     ("cnt", "completions", "active_pods", "succeeded", "failed", "want"),
@@ -775,68 +752,6 @@ def test_parse_indexed_pod() -> None:
         2,
         1,
     )
-
-
-@pytest.mark.parametrize(
-    ("text", "completions", "want"),
-    [
-        pytest.param("", 5, (), id="empty"),
-        pytest.param("1,3-5,7", 10, ((1, 1), (3, 5), (7, 7)), id="mixed"),
-        pytest.param("0,1", 5, ((0, 1),), id="adjacent singles merge"),
-        pytest.param("0-2,3-4,6", 10, ((0, 4), (6, 6)), id="adjacent intervals merge"),
-        pytest.param("0-499", 500, ((0, 499),), id="one interval"),
-        pytest.param("2-9", 5, ((2, 4),), id="last cut at completions"),
-        pytest.param("1,7,2", 5, ((1, 1),), id="stops at the first out of range"),
-        pytest.param("-1,2", 5, ((2, 2),), id="negative skipped"),
-        pytest.param("1-2-3", 5, ((1, 2),), id="extra limit ignored"),
-    ],
-)
-def test_parse_indexes_from_string(text: str, completions: int, want: OrderedIntervals) -> None:
-    """parseIndexesFromString (upstream tests it through TestCalculateSucceededIndexes)."""
-    assert parse_indexes_from_string(text, completions) == want
-
-
-@pytest.mark.parametrize(
-    ("intervals", "want"),
-    [
-        pytest.param((), "", id="empty"),
-        pytest.param(((1, 1),), "1", id="one"),
-        pytest.param(((0, 1),), "0,1", id="two adjacent print as a list"),
-        pytest.param(((0, 2), (4, 4), (6, 7)), "0-2,4,6,7", id="mixed"),
-        pytest.param(((0, 4), (6, 6)), "0-4,6", id="interval and one"),
-    ],
-)
-def test_intervals_string(intervals: OrderedIntervals, want: str) -> None:
-    """orderedIntervals.String, on status strings upstream's TestTrackJobStatusAndRemoveFinalizers
-    expects; they parse back to the same intervals."""
-    assert intervals_string(intervals) == want
-    assert parse_indexes_from_string(want, 1000) == intervals
-
-
-@pytest.mark.parametrize(
-    ("left", "right", "want"),
-    [
-        pytest.param((), (), (), id="both empty"),
-        pytest.param(((1, 2),), (), ((1, 2),), id="right empty"),
-        pytest.param(((0, 1),), ((2, 3),), ((0, 3),), id="adjacent"),
-        pytest.param(((0, 5),), ((2, 3),), ((0, 5),), id="contained"),
-        pytest.param(
-            ((0, 2), (8, 9)), ((4, 5), (6, 6)), ((0, 2), (4, 6), (8, 9)), id="interleaved"
-        ),
-        pytest.param(((3, 4),), ((3, 7),), ((3, 7),), id="same first"),
-    ],
-)
-def test_merge_intervals(
-    left: OrderedIntervals, right: OrderedIntervals, want: OrderedIntervals
-) -> None:
-    assert merge_intervals(left, right) == want
-    assert merge_intervals(right, left) == want
-    assert intervals_total(want) == sum(b - a + 1 for a, b in want)
-
-
-def test_with_ordered_indexes() -> None:
-    assert with_ordered_indexes(((2, 3),), [0, 1, 4, 9]) == ((0, 4), (9, 9))
-    assert intervals_total(((0, 4), (9, 9))) == 6
 
 
 def test_completion_mode() -> None:

@@ -8,10 +8,10 @@ import logging
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.core.intervals import Interval
 from paralleljob.core.model import Condition
 from paralleljob.core.success_policy import (
     REASON_SUCCESS_POLICY,
-    Interval,
     SuccessPolicy,
     SuccessPolicyRule,
     has_success_criteria_met_condition,
@@ -309,7 +309,7 @@ def test_rule_indexes_are_parsed_as_upstream(
 
 def test_a_corrupted_interval_is_logged(caplog: pytest.LogCaptureFixture) -> None:
     policy = SuccessPolicy(rules=(SuccessPolicyRule("invalid-form"),))
-    with caplog.at_level(logging.INFO, logger="paralleljob.core.indexed"):
+    with caplog.at_level(logging.INFO, logger="paralleljob.core.intervals"):
         matches_success_policy(policy, "myjob", 10, [(0, 0)])
     assert "job=myjob interval='invalid-form'" in caplog.text
 

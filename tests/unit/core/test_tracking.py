@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core.indexed import parse_indexes_from_string, track_succeeded_indexes
+from paralleljob.core.indexed import track_succeeded_indexes
+from paralleljob.core.intervals import parse_indexes_from_string
 from paralleljob.core.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
