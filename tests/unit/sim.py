@@ -18,7 +18,6 @@ from typing import Any
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig, CoreConfig
-from paralleljob.core.indexed import indexed_pod
 from paralleljob.core.model import (
     COMPLETION_INDEX_ANNOTATION,
     INDEX_FAILURE_COUNT_ANNOTATION,
@@ -45,6 +44,7 @@ from paralleljob.shell.runtime import JobRuntime
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
+from .indexed_pods import indexed_pod
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 #: When the pods a test adds as already finished did (upstream's testFinishedAt).

@@ -66,7 +66,6 @@ from .model import (
     JobSpec,
     JobStatus,
     PodInfo,
-    parse_pod,
 )
 from .model import get_completion_index as get_completion_index
 from .model import get_index_failure_count as get_index_failure_count
@@ -147,33 +146,7 @@ def get_index_absolute_failure_count(pod: IndexedPod) -> int:
     return pod.index_failure_count + pod.index_ignored_failure_count
 
 
-def indexed_pod(info: PodInfo, annotations: Mapping[str, Any] | None) -> IndexedPod:
-    """``info`` with the index fields read from ``annotations`` (its
-    ``metadata.annotations``), as ``model.parse_pod`` reads them."""
-    return replace(
-        info,
-        completion_index=get_completion_index(annotations),
-        index_failure_count=get_index_failure_count(annotations),
-        index_ignored_failure_count=get_index_ignored_failure_count(annotations),
-    )
-
-
-def parse_indexed_pod(body: Mapping[str, Any]) -> IndexedPod:
-    """A pod's JSON as the indexed functions read it (``model.parse_pod``)."""
-    return parse_pod(body)
-
-
 # ---------------------------------------------------------------------- pods and indexes
-def is_indexed_job(completion_mode: str | None) -> bool:
-    """isIndexedJob, given spec.completionMode."""
-    return completion_mode == INDEXED_COMPLETION
-
-
-def completion_mode_str(completion_mode: str | None) -> str:
-    """completionModeStr: spec.completionMode, NonIndexed when unset (a metrics label)."""
-    return completion_mode if completion_mode is not None else NON_INDEXED_COMPLETION
-
-
 def _valid_index(pod: IndexedPod, completions: int) -> int | None:
     """The pod's completion index when it is known and below ``completions``."""
     ix = pod.completion_index

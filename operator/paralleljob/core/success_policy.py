@@ -19,9 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
-from .. import constants as c
 from .intervals import Interval, intervals_total, parse_indexes_from_string
-from .model import Condition, find_condition
 from .model import SuccessPolicy as SuccessPolicy
 from .model import SuccessPolicyRule as SuccessPolicyRule
 from .model import parse_success_policy as parse_success_policy
@@ -99,15 +97,3 @@ def matches_success_policy(
         if _rule_matches(rule, completions, succeeded_indexes, job_name):
             return True, rules_matched_message(index)
     return False, ""
-
-
-# ------------------------------------------------------------------------ the stored condition
-def has_success_criteria_met_condition(conditions: Sequence[Condition]) -> Condition | None:
-    """hasSuccessCriteriaMetCondition: the job's SuccessCriteriaMet condition if it is True."""
-    met = find_condition(conditions, c.COND_SUCCESS_CRITERIA_MET)
-    return met if met is not None and met.status == "True" else None
-
-
-def is_success_criteria_met_condition(cond: Condition | None) -> bool:
-    """isSuccessCriteriaMetCondition: ``cond`` is a True SuccessCriteriaMet condition."""
-    return cond is not None and cond.type == c.COND_SUCCESS_CRITERIA_MET and cond.status == "True"

@@ -39,23 +39,20 @@ from paralleljob.core.indexed import (
     by_completion_index,
     calculate_failed_indexes,
     calculate_succeeded_indexes,
-    completion_mode_str,
     first_pending_indexes,
     get_completion_index,
     get_index_failure_count,
     get_new_index_failure_counts,
     get_pods_with_delayed_deletion_per_index,
-    indexed_pod,
     is_index_failed,
-    is_indexed_job,
-    parse_indexed_pod,
     pod_generate_name_with_index,
     pod_hostname,
     template_for_index,
 )
 from paralleljob.core.intervals import OrderedIntervals
-from paralleljob.core.model import PodInfo
+from paralleljob.core.model import PodInfo, parse_pod
 
+from ..indexed_pods import indexed_pod
 from ..sim import T0
 
 S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
@@ -728,38 +725,7 @@ def test_completion_index_is_read_from_the_annotation_only() -> None:
     body: dict[str, Any] = {
         "metadata": {"name": "p", "uid": "u", "labels": {COMPLETION_INDEX_LABEL: "3"}},
     }
-    assert parse_indexed_pod(body).completion_index is None
-
-
-def test_parse_indexed_pod() -> None:
-    body: dict[str, Any] = {
-        "metadata": {
-            "name": "p",
-            "uid": "u",
-            "finalizers": [c.TRACKING_FINALIZER],
-            "annotations": {
-                COMPLETION_INDEX_ANNOTATION: "3",
-                INDEX_FAILURE_COUNT_ANNOTATION: "2",
-                INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: "1",
-            },
-        },
-        "status": {"phase": F},
-    }
-    pod = parse_indexed_pod(body)
-    assert (pod.uid, pod.phase, pod.has_finalizer) == ("u", F, True)
-    assert (pod.completion_index, pod.index_failure_count, pod.index_ignored_failure_count) == (
-        3,
-        2,
-        1,
-    )
-
-
-def test_completion_mode() -> None:
-    assert completion_mode_str(None) == "NonIndexed"
-    assert completion_mode_str("Indexed") == "Indexed"
-    assert is_indexed_job("Indexed")
-    assert not is_indexed_job(None)
-    assert not is_indexed_job("NonIndexed")
+    assert parse_pod(body).completion_index is None
 
 
 ENV_FROM_LABEL = {

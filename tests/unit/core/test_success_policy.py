@@ -9,18 +9,19 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.core.intervals import Interval
-from paralleljob.core.model import Condition
+from paralleljob.core.model import INDEXED_COMPLETION, Condition, Job, JobSpec, JobStatus
 from paralleljob.core.success_policy import (
     REASON_SUCCESS_POLICY,
     SuccessPolicy,
     SuccessPolicyRule,
-    has_success_criteria_met_condition,
-    is_success_criteria_met_condition,
     matches_success_policy,
     parse_success_policy,
     rules_matched_message,
 )
+from paralleljob.core.sync import SyncInput, sync_context
 from paralleljob.json_types import JsonDict
+
+from ..sim import T0
 
 MATCHED_0 = "Matched rules at index 0"
 
@@ -334,8 +335,12 @@ def test_a_malformed_rule_keeps_the_index_of_the_rules_after_it() -> None:
         ),
     ],
 )
-def test_success_criteria_met_condition(conditions: list[Condition], found: bool) -> None:
-    met = has_success_criteria_met_condition(conditions)
-    assert (met is not None) is found
-    assert is_success_criteria_met_condition(met) is found
-    assert not is_success_criteria_met_condition(Condition(c.COND_COMPLETE, "True"))
+def test_a_stored_success_criteria_met_condition_is_the_verdict(
+    conditions: list[Condition], found: bool
+) -> None:
+    """hasSuccessCriteriaMetCondition, where syncJob reads it: a True SuccessCriteriaMet
+    condition of an earlier sync stands as the verdict, before a FailureTarget."""
+    spec = JobSpec(completions=3, parallelism=3, completion_mode=INDEXED_COMPLETION)
+    job = Job("ns", "job", "uid", spec, JobStatus(conditions=tuple(conditions)))
+    verdict = sync_context(SyncInput(job=job, pods=(), now=T0)).verdict
+    assert (verdict is not None and verdict.type == c.COND_SUCCESS_CRITERIA_MET) is found
