@@ -1,29 +1,23 @@
-"""Indexed completion mode: completion indexes, their intervals, and per-index failures.
+"""Indexed completion mode: completion indexes, per-index failures, per-index pods.
 
-Ports ``pkg/controller/job/indexed_job_utils.go`` (Kubernetes v1.34.4), plus the few
-helpers of ``job_controller.go`` its functions call (``isPodFailed``, which lives in
-``model.py``, ``onlyReplaceFailedPods``, the per-index part of ``manageJob``'s pod
-creation), and at the end the hooks the core and the shell call where upstream's
-``syncJob``, ``manageJob`` and ``trackJobStatusAndRemoveFinalizers`` branch on an
-Indexed job. Nothing here does I/O. What differs:
+Ports ``pkg/controller/job/indexed_job_utils.go`` (Kubernetes v1.34.4), plus the
+per-index part of ``job_controller.go``'s ``manageJob`` pod creation (its functions
+also call ``isPodFailed`` and ``onlyReplaceFailedPods``, which are ``model.py``'s
+``is_pod_failed`` and ``JobSpec.only_replace_failed``), and at the end the hooks the
+core calls where upstream's ``syncJob``, ``manageJob`` and
+``trackJobStatusAndRemoveFinalizers`` branch on an Indexed job. Nothing here does I/O. What differs:
 
 * Keys carry the operator's prefix: ``paralleljob.dev/job-completion-index`` (annotation
   and label), ``paralleljob.dev/job-index-failure-count`` and
   ``paralleljob.dev/job-index-ignored-failure-count`` instead of ``batch.kubernetes.io/``.
-* Ordered intervals are immutable tuples of ``(first, last)`` pairs, and the methods of
-  upstream's ``orderedIntervals`` are functions (``intervals_string``, ``intervals_has``,
-  ``intervals_total``, ``with_ordered_indexes``, ``merge_intervals``). Upstream's nil and
-  empty lists are both ``()``.
+* Ordered intervals of indexes are :mod:`.intervals`' value type.
 * Where upstream reads a ``*v1.Pod``, the functions take its
-  :class:`~paralleljob.model.PodInfo` (``IndexedPod`` is another name for it), which
-  holds the index annotations, parsed once (``model.parse_pod``; the annotation keys and
-  their parsers live in ``model.py`` and are re-exported here). An unknown completion
-  index (upstream ``-1``) is ``None``.
-* Where upstream reads the ``*batch.Job``, they take an :class:`IndexedJob`, the few
-  fields they read. The pod failure policy enters as a matcher (upstream
-  ``matchPodFailurePolicy`` bound to the job's policy; :func:`indexed_job` binds
-  ``pod_failure_policy.match_pod``) so that its functions do not depend on how a policy
-  is parsed.
+  :class:`~paralleljob.core.model.PodInfo`, which holds the index annotations, parsed
+  once (``model.parse_pod``; the annotation keys and their parsers live in ``model.py``).
+  An unknown completion index (upstream ``-1``) is ``None``.
+* Where upstream reads the ``*batch.Job``, they take the
+  :class:`~paralleljob.core.model.Job` (its name names it in log lines); its pod
+  failure policy is matched by ``pod_failure_policy.match_pod``.
 * Pod templates are JSON dicts; the functions that change one return a changed deep copy
   and never mutate their input. Upstream mutates the template and sorts the caller's
   slice of pods in place; here sorting makes a new tuple.
@@ -37,11 +31,10 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Final, Protocol, TypeAlias
+from typing import Any, Final
 
 from .. import constants as c
 from ..json_types import JsonDict
@@ -55,148 +48,94 @@ from .intervals import (
     parse_indexes_from_string,
     with_ordered_indexes,
 )
-from .model import COMPLETION_INDEX_ANNOTATION as COMPLETION_INDEX_ANNOTATION
-from .model import INDEX_FAILURE_COUNT_ANNOTATION as INDEX_FAILURE_COUNT_ANNOTATION
-from .model import INDEX_IGNORED_FAILURE_COUNT_ANNOTATION as INDEX_IGNORED_FAILURE_COUNT_ANNOTATION
-from .model import INDEXED_COMPLETION as INDEXED_COMPLETION
-from .model import NON_INDEXED_COMPLETION as NON_INDEXED_COMPLETION
-from .model import POD_REPLACEMENT_FAILED as POD_REPLACEMENT_FAILED
 from .model import (
+    COMPLETION_INDEX_ANNOTATION,
+    INDEX_FAILURE_COUNT_ANNOTATION,
+    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     Job,
     JobSpec,
     JobStatus,
     PodInfo,
+    is_pod_failed,
 )
-from .model import get_completion_index as get_completion_index
-from .model import get_index_failure_count as get_index_failure_count
-from .model import get_index_ignored_failure_count as get_index_ignored_failure_count
-from .model import is_pod_failed as is_pod_failed
-from .pod_failure_policy import match_pod
+from .pod_failure_policy import ACTION_FAIL_INDEX, counts_as_failed, match_pod
 from .pods import MAX_GENERATE_NAME_PREFIX
 
 #: The completion-index label has the annotation's key, as upstream's.
 COMPLETION_INDEX_LABEL: Final = COMPLETION_INDEX_ANNOTATION
 #: completionIndexEnvName.
 COMPLETION_INDEX_ENV_NAME: Final = "JOB_COMPLETION_INDEX"
-#: batch/v1 PodFailurePolicyActionFailIndex.
-ACTION_FAIL_INDEX: Final = "FailIndex"
 
 _MAX_INT32: Final = 2**31 - 1
 
-# ------------------------------------------------------------------------------ values
-#: A pod as the indexed functions read it: upstream reads the index annotations off the
-#: ``*v1.Pod`` every time; here ``model.parse_pod`` parses them once into the PodInfo
-#: (``completion_index``, ``index_failure_count``, ``index_ignored_failure_count``).
-IndexedPod: TypeAlias = PodInfo
-
-
-class FailurePolicyMatch(Protocol):
-    """What these functions read of ``matchPodFailurePolicy``'s answer for a failed pod
-    (the FailJob message is not needed here)."""
-
-    @property
-    def count_failed(self) -> bool: ...
-
-    @property
-    def action(self) -> str | None: ...
-
-
-#: matchPodFailurePolicy bound to one job's podFailurePolicy.
-FailurePolicyMatcher: TypeAlias = Callable[[IndexedPod], FailurePolicyMatch]
-
-
-@dataclass(frozen=True)
-class IndexedJob:
-    """The fields of the ``*batch.Job`` these functions read."""
-
-    #: spec.completions (an Indexed job always has it).
-    completions: int
-    #: status.completedIndexes.
-    completed_indexes: str = ""
-    #: status.failedIndexes; None while the job does not track failed indexes.
-    failed_indexes: str | None = None
-    #: spec.backoffLimitPerIndex.
-    backoff_limit_per_index: int | None = None
-    #: spec.podReplacementPolicy (None: unset).
-    pod_replacement_policy: str | None = None
-    #: The job's podFailurePolicy as a matcher; None when the job has no policy.
-    pod_failure_policy: FailurePolicyMatcher | None = None
-
-    @property
-    def has_backoff_limit_per_index(self) -> bool:
-        """hasBackoffLimitPerIndex (the JobBackoffLimitPerIndex gate is locked on)."""
-        return self.backoff_limit_per_index is not None
-
-    @property
-    def only_replace_failed(self) -> bool:
-        """onlyReplaceFailedPods: podReplacementPolicy Failed, or any podFailurePolicy."""
-        return (
-            self.pod_replacement_policy == POD_REPLACEMENT_FAILED
-            or self.pod_failure_policy is not None
-        )
-
-
 # ------------------------------------------------------------------------ annotations
 # getCompletionIndex, getIndexFailureCount and parseIndexFailureIgnoreCountAnnotation are
-# model.py's (parse_pod reads them into every PodInfo), re-exported above.
+# model.py's (parse_pod reads them into every PodInfo).
 
 
-def get_index_absolute_failure_count(pod: IndexedPod) -> int:
+def get_index_absolute_failure_count(pod: PodInfo) -> int:
     """getIndexAbsoluteFailureCount: counted and ignored failures of the index together."""
     return pod.index_failure_count + pod.index_ignored_failure_count
 
 
 # ---------------------------------------------------------------------- pods and indexes
-def _valid_index(pod: IndexedPod, completions: int) -> int | None:
+def _valid_index(pod: PodInfo, completions: int) -> int | None:
     """The pod's completion index when it is known and below ``completions``."""
     ix = pod.completion_index
     return ix if ix is not None and ix < completions else None
 
 
-def get_indexes(pods: Iterable[IndexedPod]) -> frozenset[int]:
+def get_indexes(pods: Iterable[PodInfo]) -> frozenset[int]:
     """getIndexes: the known completion indexes of ``pods``."""
     return frozenset(p.completion_index for p in pods if p.completion_index is not None)
 
 
-def _index_key(pod: IndexedPod) -> int:
+def _index_key(pod: PodInfo) -> int:
     # byCompletionIndex.Less compares getCompletionIndex, where unknown is -1.
     return -1 if pod.completion_index is None else pod.completion_index
 
 
-def by_completion_index(pods: Iterable[IndexedPod]) -> tuple[IndexedPod, ...]:
+def by_completion_index(pods: Iterable[PodInfo]) -> tuple[PodInfo, ...]:
     """sort.Sort(byCompletionIndex(pods)), unknown indexes first. Upstream's sort is not
     stable; this one is, which is one of the orders upstream may produce."""
     return tuple(sorted(pods, key=_index_key))
 
 
+def _completions(job: Job) -> int:
+    """spec.completions of an Indexed job (which always has it)."""
+    return job.spec.completions or 0
+
+
 def calculate_succeeded_indexes(
-    job: IndexedJob, pods: Iterable[IndexedPod], job_name: str = ""
+    job: Job, pods: Iterable[PodInfo]
 ) -> tuple[OrderedIntervals, OrderedIntervals]:
     """calculateSucceededIndexes: the succeeded indexes in ``status.completedIndexes``,
     and those plus the indexes of succeeded pods not counted yet (they still have the
     tracking finalizer) with a valid index."""
-    prev = parse_indexes_from_string(job.completed_indexes, job.completions, job_name)
+    completions = _completions(job)
+    prev = parse_indexes_from_string(job.status.completed_indexes, completions, job.name)
     new = {
         ix
         for p in pods
         if p.phase == c.SUCCEEDED
         and p.has_finalizer
-        and (ix := _valid_index(p, job.completions)) is not None
+        and (ix := _valid_index(p, completions)) is not None
     }
     return prev, with_ordered_indexes(prev, sorted(new))
 
 
-def is_index_failed(job: IndexedJob, pod: IndexedPod) -> bool:
+def is_index_failed(job: Job, pod: PodInfo) -> bool:
     """isIndexFailed: the pod failed and its index must not be retried: a FailIndex rule
     of the pod failure policy matched, or the failure counts and the index has already
     failed ``backoffLimitPerIndex`` times before this pod.
 
     Only for jobs with backoffLimitPerIndex (upstream dereferences it).
     """
+    spec = job.spec
     counted = False
-    if is_pod_failed(pod, only_replace_failed=job.only_replace_failed):
-        if job.pod_failure_policy is not None:
-            match = job.pod_failure_policy(pod)
+    if is_pod_failed(pod, only_replace_failed=spec.only_replace_failed):
+        if spec.pod_failure_policy is not None:
+            match = match_pod(spec.pod_failure_policy, pod)
             if match.action == ACTION_FAIL_INDEX:
                 return True
             counted = match.count_failed
@@ -204,37 +143,36 @@ def is_index_failed(job: IndexedJob, pod: IndexedPod) -> bool:
             counted = True
     if not counted:
         return False
-    if job.backoff_limit_per_index is None:
+    if spec.backoff_limit_per_index is None:
         raise ValueError("is_index_failed needs a job with backoffLimitPerIndex")
-    return pod.index_failure_count >= job.backoff_limit_per_index
+    return pod.index_failure_count >= spec.backoff_limit_per_index
 
 
-def calculate_failed_indexes(
-    job: IndexedJob, pods: Iterable[IndexedPod], job_name: str = ""
-) -> OrderedIntervals:
+def calculate_failed_indexes(job: Job, pods: Iterable[PodInfo]) -> OrderedIntervals:
     """calculateFailedIndexes: the indexes in ``status.failedIndexes`` plus those of pods
     not counted yet (with the tracking finalizer) whose index failed (is_index_failed)."""
+    completions = _completions(job)
     prev: OrderedIntervals = ()
-    if job.failed_indexes is not None:
-        prev = parse_indexes_from_string(job.failed_indexes, job.completions, job_name)
+    if job.status.failed_indexes is not None:
+        prev = parse_indexes_from_string(job.status.failed_indexes, completions, job.name)
     new = {
         ix
         for p in pods
         if p.has_finalizer
-        and (ix := _valid_index(p, job.completions)) is not None
+        and (ix := _valid_index(p, completions)) is not None
         and is_index_failed(job, p)
     }
     return with_ordered_indexes(prev, sorted(new))
 
 
 def first_pending_indexes(
-    active_pods: Iterable[IndexedPod],
+    active_pods: Iterable[PodInfo],
     succeeded_indexes: OrderedIntervals,
     failed_indexes: OrderedIntervals | None,
     count: int,
     completions: int,
     *,
-    pods: Iterable[IndexedPod] = (),
+    pods: Iterable[PodInfo] = (),
     only_replace_failed: bool = False,
 ) -> tuple[int, ...]:
     """firstPendingIndexes: the ``count`` lowest indexes below ``completions`` that no
@@ -274,12 +212,12 @@ def _before(a: datetime | None, b: datetime | None) -> bool:
 
 
 def get_pods_with_delayed_deletion_per_index(
-    job: IndexedJob,
-    pods: Iterable[IndexedPod],
+    job: Job,
+    pods: Iterable[PodInfo],
     succeeded_indexes: OrderedIntervals,
     failed_indexes: OrderedIntervals,
     expected_removed_finalizers: frozenset[str] = frozenset(),
-) -> dict[int, IndexedPod]:
+) -> dict[int, PodInfo]:
     """getPodsWithDelayedDeletionPerIndex: per index still to be retried, its last failed
     pod, whose finalizer (and so deletion) waits until the replacement pod is created,
     so that the replacement can carry the index's failure count on.
@@ -291,13 +229,14 @@ def get_pods_with_delayed_deletion_per_index(
     the latest finish time.
     """
     pods = tuple(pods)
+    completions, only_failed = _completions(job), job.spec.only_replace_failed
     active_indexes = get_indexes(p for p in pods if p.active)
-    delayed: dict[int, IndexedPod] = {}
+    delayed: dict[int, PodInfo] = {}
     for p in pods:
         if not p.has_finalizer or p.uid in expected_removed_finalizers:
             continue
-        ix = _valid_index(p, job.completions)
-        if ix is None or not is_pod_failed(p, only_replace_failed=job.only_replace_failed):
+        ix = _valid_index(p, completions)
+        if ix is None or not is_pod_failed(p, only_replace_failed=only_failed):
             continue
         if (
             intervals_has(succeeded_indexes, ix)
@@ -314,9 +253,7 @@ def get_pods_with_delayed_deletion_per_index(
     return delayed
 
 
-def get_new_index_failure_counts(
-    job: IndexedJob, pod_being_replaced: IndexedPod | None
-) -> tuple[int, int]:
+def get_new_index_failure_counts(job: Job, pod_being_replaced: PodInfo | None) -> tuple[int, int]:
     """getNewIndexFailureCounts: the (failure, ignored failure) counts of the pod that
     replaces ``pod_being_replaced``: its counts plus its own failure, counted as ignored
     when the pod failure policy says it does not count. (0, 0) for an index's first pod.
@@ -325,10 +262,7 @@ def get_new_index_failure_counts(
         return 0, 0
     failures = pod_being_replaced.index_failure_count
     ignored = pod_being_replaced.index_ignored_failure_count
-    if (
-        job.pod_failure_policy is not None
-        and not job.pod_failure_policy(pod_being_replaced).count_failed
-    ):
+    if not counts_as_failed(job.spec.pod_failure_policy, pod_being_replaced):
         ignored = _int32_increment(ignored)
     else:
         failures = _int32_increment(failures)
@@ -343,8 +277,8 @@ def _int32_increment(value: int) -> int:
 
 # ---------------------------------------------------------------------- scale-down order
 def _pods_with_same_index_for_removal_and_remaining(
-    pods: Sequence[IndexedPod], index: int
-) -> tuple[tuple[IndexedPod, ...], tuple[IndexedPod, ...]]:
+    pods: Sequence[PodInfo], index: int
+) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
     """appendPodsWithSameIndexForRemovalAndRemaining, returning (removed, remaining):
     pods without an index all go; of several pods with one index, all go but the one
     that sorts last in controller.ActivePods order (the furthest along)."""
@@ -357,11 +291,11 @@ def _pods_with_same_index_for_removal_and_remaining(
 
 
 def append_duplicated_index_pods_for_removal(
-    rm: Sequence[IndexedPod],
-    left: Sequence[IndexedPod],
-    pods: Sequence[IndexedPod],
+    rm: Sequence[PodInfo],
+    left: Sequence[PodInfo],
+    pods: Sequence[PodInfo],
     completions: int,
-) -> tuple[tuple[IndexedPod, ...], tuple[IndexedPod, ...]]:
+) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
     """appendDuplicatedIndexPodsForRemoval: of the active ``pods``, those to delete
     appended to ``rm`` and those to keep appended to ``left``, as new tuples.
 
@@ -463,7 +397,7 @@ def add_completion_index_label(template: Mapping[str, Any], index: int) -> JsonD
 
 
 def add_index_failure_count_annotation(
-    template: Mapping[str, Any], job: IndexedJob, pod_being_replaced: IndexedPod | None
+    template: Mapping[str, Any], job: Job, pod_being_replaced: PodInfo | None
 ) -> JsonDict:
     """addIndexFailureCountAnnotation: a copy of the template with the index's failure
     count (always) and ignored failure count (only when above 0) for the new pod."""
@@ -496,10 +430,9 @@ def pod_generate_name_with_index(job_name: str, index: int) -> str:
 
 def template_for_index(
     template: Mapping[str, Any],
-    job: IndexedJob,
-    job_name: str,
+    job: Job,
     index: int,
-    pods_with_delayed_deletion: Mapping[int, IndexedPod],
+    pods_with_delayed_deletion: Mapping[int, PodInfo],
 ) -> tuple[JsonDict, str]:
     """The per-index part of manageJob's pod creation: a copy of ``template`` (already
     given the env variable by add_completion_index_env_variables) with the index's
@@ -509,31 +442,13 @@ def template_for_index(
     spec = out.get("spec")
     if not isinstance(spec, dict):
         spec = out["spec"] = {}
-    spec["hostname"] = pod_hostname(job_name, index)
-    if job.has_backoff_limit_per_index:
+    spec["hostname"] = pod_hostname(job.name, index)
+    if has_backoff_limit_per_index(job.spec):
         out = add_index_failure_count_annotation(out, job, pods_with_delayed_deletion.get(index))
-    return out, pod_generate_name_with_index(job_name, index)
+    return out, pod_generate_name_with_index(job.name, index)
 
 
 # ------------------------------------------------------------ the core's and shell's hooks
-def indexed_job(job: Job) -> IndexedJob:
-    """The :class:`IndexedJob` of an Indexed ``job``: its podFailurePolicy as a matcher
-    over its pods (``pod_failure_policy.match_pod``), backoffLimitPerIndex and
-    status.failedIndexes."""
-    spec = job.spec
-    policy = spec.pod_failure_policy
-    return IndexedJob(
-        completions=spec.completions or 0,
-        completed_indexes=job.status.completed_indexes,
-        failed_indexes=job.status.failed_indexes,
-        backoff_limit_per_index=spec.backoff_limit_per_index,
-        pod_replacement_policy=(
-            POD_REPLACEMENT_FAILED if spec.only_replace_failed else spec.pod_replacement_policy
-        ),
-        pod_failure_policy=None if policy is None else functools.partial(match_pod, policy),
-    )
-
-
 def has_backoff_limit_per_index(spec: JobSpec) -> bool:
     """hasBackoffLimitPerIndex, for a job the operator runs as Indexed."""
     return spec.indexed and spec.backoff_limit_per_index is not None
@@ -547,7 +462,7 @@ def job_succeeded_indexes(
     NonIndexed job."""
     if not job.spec.indexed:
         return (), ()
-    return calculate_succeeded_indexes(indexed_job(job), pods, job.name)
+    return calculate_succeeded_indexes(job, pods)
 
 
 @dataclass(frozen=True)
@@ -572,10 +487,9 @@ def job_index_failures(
     if not has_backoff_limit_per_index(job.spec):
         return None
     pods = tuple(pods)
-    ijob = indexed_job(job)
-    failed = calculate_failed_indexes(ijob, pods, job.name)
+    failed = calculate_failed_indexes(job, pods)
     delayed = get_pods_with_delayed_deletion_per_index(
-        ijob, pods, succeeded, failed, expected_removed_finalizers
+        job, pods, succeeded, failed, expected_removed_finalizers
     )
     return IndexFailures(failed=failed, delayed=delayed)
 
@@ -662,6 +576,5 @@ def pod_templates(
     failure counts carried on from its last failed pod in ``delayed``
     (template_for_index)."""
     base = add_completion_index_env_variables(template)
-    ijob = indexed_job(job)
     for index in indexes:
-        yield template_for_index(base, ijob, job.name, index, delayed or {})
+        yield template_for_index(base, job, index, delayed or {})

@@ -2,16 +2,18 @@
 
 Ports ``pkg/controller/job/success_policy.go`` (Kubernetes v1.34.4). What differs:
 
-* The policy is a small frozen dataclass parsed from the job spec's JSON
-  (``parse_success_policy``), not the API type; both live in ``model.py`` (the job's
-  ``JobSpec`` holds the policy) and are re-exported here.
+* The policy is a small frozen dataclass parsed from the job spec's JSON, not the API
+  type; the dataclasses and their parser (``SuccessPolicy``, ``SuccessPolicyRule``,
+  ``parse_success_policy``) live in ``model.py``, as the job's ``JobSpec`` holds the
+  policy.
 * ``matches_success_policy`` returns ``(matched, message)``; upstream's
   ``matchSuccessPolicy`` returns ``(message, matched)``.
-* The ``JobSuccessPolicy`` gate is GA and locked on in v1.34, and so are the gates
-  behind ``delayTerminalCondition`` (``JobManagedBy``, ``JobPodReplacementPolicy``), so
+* The ``JobSuccessPolicy`` gate is GA and locked on in v1.34, and
+  ``delayTerminalCondition`` is always true (``JobPodReplacementPolicy`` is GA and
+  locked on; ``JobManagedBy``, the other gate it reads, is beta and on by default), so
   nothing here depends on a gate.
-* Intervals of indexes are ``indexed.py``'s ordered ``(first, last)`` tuples, parsed by
-  its ``parse_indexes_from_string`` and counted by its ``intervals_total``.
+* Intervals of indexes are ``intervals.py``'s ordered ``(first, last)`` tuples, parsed
+  by its ``parse_indexes_from_string`` and counted by its ``intervals_total``.
 """
 
 from __future__ import annotations
@@ -20,9 +22,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from .intervals import Interval, intervals_total, parse_indexes_from_string
-from .model import SuccessPolicy as SuccessPolicy
-from .model import SuccessPolicyRule as SuccessPolicyRule
-from .model import parse_success_policy as parse_success_policy
+from .model import SuccessPolicy, SuccessPolicyRule
 
 #: batch/v1 JobReasonSuccessPolicy: the reason of the SuccessCriteriaMet condition a
 #: matched rule adds, and of the Complete condition that follows it.

@@ -5,16 +5,15 @@ Every upstream case of the ported tests is here with the same inputs and expecta
 under the upstream case name as its id. Upstream builds pods with ``buildPod()`` and
 ``hollowPodsWithIndexPhase``; here :func:`build_pod` and :func:`hollow` build the same
 pods through :func:`indexed_pod`, so the annotations are parsed as in production. Where
-an upstream case sets a podFailurePolicy, the matcher is a stub returning what
-upstream's ``matchPodFailurePolicy`` returns for that pod (the matcher itself is not in
-this module). Cases marked "not upstream" are this project's own.
+an upstream case sets a podFailurePolicy, the job has that policy and the pod what its
+rule matches (an exit code, a pod condition). Cases marked "not upstream" are this project's own.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -22,15 +21,8 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.core.indexed import (
-    ACTION_FAIL_INDEX,
-    COMPLETION_INDEX_ANNOTATION,
     COMPLETION_INDEX_ENV_NAME,
     COMPLETION_INDEX_LABEL,
-    INDEX_FAILURE_COUNT_ANNOTATION,
-    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
-    FailurePolicyMatcher,
-    IndexedJob,
-    IndexedPod,
     add_completion_index_annotation,
     add_completion_index_env_variables,
     add_completion_index_label,
@@ -40,8 +32,6 @@ from paralleljob.core.indexed import (
     calculate_failed_indexes,
     calculate_succeeded_indexes,
     first_pending_indexes,
-    get_completion_index,
-    get_index_failure_count,
     get_new_index_failure_counts,
     get_pods_with_delayed_deletion_per_index,
     is_index_failed,
@@ -50,29 +40,57 @@ from paralleljob.core.indexed import (
     template_for_index,
 )
 from paralleljob.core.intervals import OrderedIntervals
-from paralleljob.core.model import PodInfo, parse_pod
+from paralleljob.core.model import (
+    COMPLETION_INDEX_ANNOTATION,
+    INDEX_FAILURE_COUNT_ANNOTATION,
+    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
+    INDEXED_COMPLETION,
+    POD_REPLACEMENT_FAILED,
+    POD_REPLACEMENT_TERMINATING_OR_FAILED,
+    Job,
+    JobSpec,
+    JobStatus,
+    PodInfo,
+    get_completion_index,
+    get_index_failure_count,
+    parse_pod,
+)
+from paralleljob.core.pod_failure_policy import (
+    ACTION_FAIL_INDEX,
+    ACTION_IGNORE,
+    OPERATOR_IN,
+    ContainerStatus,
+    OnExitCodes,
+    OnPodConditionsPattern,
+    PodCondition,
+    PodFailureFacts,
+    PodFailurePolicy,
+    PodFailurePolicyRule,
+)
 
 from ..indexed_pods import indexed_pod
 from ..sim import T0
 
 S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
+#: The pod condition of a disrupted pod (v1.DisruptionTarget).
+DISRUPTED = "DisruptionTarget"
 #: Upstream's noIndex: a pod without the completion-index annotation.
 NO_INDEX = "-"
 MAX_INT32 = 2**31 - 1
 
 
-def hollow(index: str, phase: str) -> IndexedPod:
+def hollow(index: str, phase: str) -> PodInfo:
     """hollowPodsWithIndexPhase: a pod with only a phase and, unless NO_INDEX, the
     completion-index annotation. The name keeps the annotation, for :func:`index_phases`."""
     annotations = {} if index == NO_INDEX else {COMPLETION_INDEX_ANNOTATION: index}
     return indexed_pod(PodInfo(name=index, uid=f"{index}/{phase}", phase=phase), annotations)
 
 
-def hollows(descs: Sequence[tuple[str, str]]) -> list[IndexedPod]:
+def hollows(descs: Sequence[tuple[str, str]]) -> list[PodInfo]:
     return [hollow(index, phase) for index, phase in descs]
 
 
-def index_phases(pods: Sequence[IndexedPod]) -> list[tuple[str, str]]:
+def index_phases(pods: Sequence[PodInfo]) -> list[tuple[str, str]]:
     """toIndexPhases."""
     return [(p.name, p.phase) for p in pods]
 
@@ -85,10 +103,13 @@ def build_pod(
     phase: str = P,
     finalizer: bool = False,
     deleted_at: datetime | None = None,
-) -> IndexedPod:
+    exit_code: int | None = None,
+    condition: str | None = None,
+) -> PodInfo:
     """buildPod().uid().index().indexFailureCount().phase().trackingFinalizer()
     .customDeletionTimestamp(): with only a deletion timestamp, getFinishedTime is that
-    timestamp (no grace period)."""
+    timestamp (no grace period). What a pod failure policy matches: the ``exit_code`` of
+    its container "main", and the True pod ``condition``."""
     annotations: dict[str, str] = {}
     if index is not None:
         annotations[COMPLETION_INDEX_ANNOTATION] = index
@@ -101,21 +122,50 @@ def build_pod(
         deleting=deleted_at is not None,
         has_finalizer=finalizer,
         finished_at=deleted_at,
+        failure=PodFailureFacts(
+            namespace="",
+            name=uid,
+            container_statuses=(ContainerStatus("main", exit_code),),
+            conditions=() if condition is None else (PodCondition(condition, "True"),),
+        ),
     )
     return indexed_pod(info, annotations)
 
 
-@dataclass(frozen=True)
-class Match:
-    """A matchPodFailurePolicy answer (satisfies FailurePolicyMatch)."""
+#: A podFailurePolicy that fails the index of a pod whose container exited with 3.
+FAIL_INDEX_ON_EXIT_3 = PodFailurePolicy(
+    rules=(PodFailurePolicyRule(ACTION_FAIL_INDEX, OnExitCodes(OPERATOR_IN, (3,))),)
+)
+#: A podFailurePolicy that ignores the failure of a pod with condition DisruptionTarget.
+IGNORE_DISRUPTION = PodFailurePolicy(
+    rules=(
+        PodFailurePolicyRule(ACTION_IGNORE, on_pod_conditions=(OnPodConditionsPattern(DISRUPTED),)),
+    )
+)
 
-    count_failed: bool = True
-    action: str | None = None
 
-
-def matching(match: Match) -> FailurePolicyMatcher:
-    """A podFailurePolicy whose rule matches every pod of the case with ``match``."""
-    return lambda _pod: match
+def new_job(
+    completions: int,
+    *,
+    completed: str = "",
+    failed: str | None = None,
+    backoff_limit_per_index: int | None = None,
+    replacement: str = POD_REPLACEMENT_TERMINATING_OR_FAILED,
+    policy: PodFailurePolicy | None = None,
+) -> Job:
+    """newJob for an Indexed job: ``completions``, status.completedIndexes
+    (``completed``) and status.failedIndexes (``failed``), backoffLimitPerIndex,
+    podReplacementPolicy and podFailurePolicy."""
+    spec = JobSpec(
+        parallelism=completions,
+        completions=completions,
+        completion_mode=INDEXED_COMPLETION,
+        backoff_limit_per_index=backoff_limit_per_index,
+        pod_replacement_policy=replacement,
+        pod_failure_policy=policy,
+    )
+    status = JobStatus(completed_indexes=completed, failed_indexes=failed)
+    return Job("ns", "job", "uid", spec, status)
 
 
 # ------------------------------------------------------- TestCalculateSucceededIndexes
@@ -233,7 +283,7 @@ def test_calculate_succeeded_indexes(
 ) -> None:
     """Ports TestCalculateSucceededIndexes (every pod has the tracking finalizer, which
     hollow pods have: PodInfo's default)."""
-    job = IndexedJob(completions=completions, completed_indexes=prev_succeeded)
+    job = new_job(completions, completed=prev_succeeded)
     got_status, got = calculate_succeeded_indexes(job, hollows(pods))
     assert got_status == want_status_intervals
     assert got == want_intervals
@@ -242,7 +292,7 @@ def test_calculate_succeeded_indexes(
 def test_calculate_succeeded_indexes_skips_counted_pods() -> None:
     """Not upstream: a succeeded pod without the tracking finalizer is already counted."""
     pod = build_pod("a", index="1", phase=S)
-    assert calculate_succeeded_indexes(IndexedJob(completions=2), [pod]) == ((), ())
+    assert calculate_succeeded_indexes(new_job(2), [pod]) == ((), ())
 
 
 # ------------------------------------------------------------------- TestIsIndexFailed
@@ -250,54 +300,46 @@ def test_calculate_succeeded_indexes_skips_counted_pods() -> None:
     ("job", "pod", "want"),
     [
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0),
+            new_job(2, backoff_limit_per_index=0),
             build_pod(failure_count="0", phase=F, index="0", finalizer=True),
             True,
             id="failed pod exceeding backoffLimitPerIndex, when backoffLimitPerIndex=0",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=1),
+            new_job(2, backoff_limit_per_index=1),
             build_pod(failure_count="1", phase=F, index="1", finalizer=True),
             True,
             id="failed pod exceeding backoffLimitPerIndex, when backoffLimitPerIndex=1",
         ),
         # The rule: FailIndex on exit code 3 (In [3]); the pod's container exited with 3.
         pytest.param(
-            IndexedJob(
-                completions=2,
-                backoff_limit_per_index=1,
-                pod_failure_policy=matching(Match(True, ACTION_FAIL_INDEX)),
-            ),
-            build_pod(failure_count="0", phase=F, index="0", finalizer=True),
+            new_job(2, backoff_limit_per_index=1, policy=FAIL_INDEX_ON_EXIT_3),
+            build_pod(failure_count="0", phase=F, index="0", finalizer=True, exit_code=3),
             True,
             id="matching FailIndex pod failure policy",
         ),
         # Not upstream: below the limit, or a failure the policy ignores.
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=1),
+            new_job(2, backoff_limit_per_index=1),
             build_pod(failure_count="0", phase=F, index="0", finalizer=True),
             False,
             id="not upstream: failed pod below backoffLimitPerIndex",
         ),
         pytest.param(
-            IndexedJob(
-                completions=2,
-                backoff_limit_per_index=0,
-                pod_failure_policy=matching(Match(False, "Ignore")),
-            ),
-            build_pod(failure_count="0", phase=F, index="0", finalizer=True),
+            new_job(2, backoff_limit_per_index=0, policy=IGNORE_DISRUPTION),
+            build_pod(failure_count="0", phase=F, index="0", finalizer=True, condition=DISRUPTED),
             False,
             id="not upstream: failure ignored by the pod failure policy",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0),
+            new_job(2, backoff_limit_per_index=0),
             build_pod(failure_count="0", phase=R, index="0", finalizer=True),
             False,
             id="not upstream: running pod",
         ),
     ],
 )
-def test_is_index_failed(job: IndexedJob, pod: IndexedPod, want: bool) -> None:
+def test_is_index_failed(job: Job, pod: PodInfo, want: bool) -> None:
     """Ports TestIsIndexFailed."""
     assert is_index_failed(job, pod) is want
 
@@ -306,8 +348,8 @@ def test_is_index_failed_deleted_pod_depends_on_replacement_policy() -> None:
     """Not upstream: a deleted running pod fails (isPodFailed) unless only failed pods
     are replaced."""
     pod = build_pod("a", index="0", failure_count="0", phase=R, finalizer=True, deleted_at=T0)
-    assert is_index_failed(IndexedJob(completions=1, backoff_limit_per_index=0), pod)
-    job = IndexedJob(completions=1, backoff_limit_per_index=0, pod_replacement_policy="Failed")
+    assert is_index_failed(new_job(1, backoff_limit_per_index=0), pod)
+    job = new_job(1, backoff_limit_per_index=0, replacement=POD_REPLACEMENT_FAILED)
     assert not is_index_failed(job, pod)
 
 
@@ -315,7 +357,7 @@ def test_is_index_failed_needs_backoff_limit_per_index() -> None:
     """Not upstream: upstream dereferences backoffLimitPerIndex (a panic when nil)."""
     pod = build_pod(phase=F, index="0", finalizer=True)
     with pytest.raises(ValueError, match="backoffLimitPerIndex"):
-        is_index_failed(IndexedJob(completions=1), pod)
+        is_index_failed(new_job(1), pod)
 
 
 # ------------------------------------------------------------ TestCalculateFailedIndexes
@@ -323,7 +365,7 @@ def test_is_index_failed_needs_backoff_limit_per_index() -> None:
     ("job", "pods", "want_failed_indexes"),
     [
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=1),
+            new_job(2, backoff_limit_per_index=1),
             [
                 build_pod(failure_count="0", phase=F, index="0", finalizer=True),
                 build_pod(failure_count="1", phase=F, index="1", finalizer=True),
@@ -332,31 +374,31 @@ def test_is_index_failed_needs_backoff_limit_per_index() -> None:
             id="one new index failed",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0),
+            new_job(2, backoff_limit_per_index=0),
             [build_pod(failure_count="0", phase=F, index="0")],
             (),
             id="pod without finalizer is ignored",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0),
+            new_job(2, backoff_limit_per_index=0),
             [build_pod(failure_count="0", phase=F, index="3")],
             (),
             id="pod outside completions is ignored",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0, failed_indexes="0"),
+            new_job(2, backoff_limit_per_index=0, failed="0"),
             [build_pod(failure_count="0", phase=F, index="1", finalizer=True)],
             ((0, 1),),
             id="extend the failed indexes",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0, failed_indexes=""),
+            new_job(2, backoff_limit_per_index=0, failed=""),
             [build_pod(failure_count="0", phase=F, index="1", finalizer=True)],
             ((1, 1),),
             id="prev failed indexes empty",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0, failed_indexes="9"),
+            new_job(2, backoff_limit_per_index=0, failed="9"),
             [build_pod(failure_count="0", phase=F, index="1", finalizer=True)],
             ((1, 1),),
             id="prev failed indexes outside the completions",
@@ -364,7 +406,7 @@ def test_is_index_failed_needs_backoff_limit_per_index() -> None:
     ],
 )
 def test_calculate_failed_indexes(
-    job: IndexedJob, pods: list[IndexedPod], want_failed_indexes: OrderedIntervals
+    job: Job, pods: list[PodInfo], want_failed_indexes: OrderedIntervals
 ) -> None:
     """Ports TestCalculateFailedIndexes."""
     assert calculate_failed_indexes(job, pods) == want_failed_indexes
@@ -375,7 +417,7 @@ def test_calculate_failed_indexes(
     ("job", "pods", "expected_rm_finalizers", "want"),
     [
         pytest.param(
-            IndexedJob(completions=3, backoff_limit_per_index=1),
+            new_job(3, backoff_limit_per_index=1),
             [
                 build_pod("a", failure_count="0", phase=F, index="0", finalizer=True),
                 build_pod("b", failure_count="1", phase=F, index="1", finalizer=True),
@@ -386,7 +428,7 @@ def test_calculate_failed_indexes(
             id="failed pods are kept corresponding to non-failed indexes are kept",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0),
+            new_job(2, backoff_limit_per_index=0),
             [build_pod("a", failure_count="0", phase=F, index="0")],
             frozenset(),
             [],
@@ -394,7 +436,7 @@ def test_calculate_failed_indexes(
             "started",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0),
+            new_job(2, backoff_limit_per_index=0),
             [build_pod("a", failure_count="0", phase=F, index="0", finalizer=True)],
             frozenset({"a"}),
             [],
@@ -402,14 +444,14 @@ def test_calculate_failed_indexes(
             "as it already started",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=0),
+            new_job(2, backoff_limit_per_index=0),
             [build_pod("a", failure_count="0", phase=F, index="4", finalizer=True)],
             frozenset(),
             [],
             id="failed pod with index outside of completions; the pod's deletion is not delayed",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=1),
+            new_job(2, backoff_limit_per_index=1),
             [
                 build_pod("a1", failure_count="0", phase=F, index="0", finalizer=True),
                 build_pod("a2", failure_count="1", phase=R, index="0", finalizer=True),
@@ -420,7 +462,7 @@ def test_calculate_failed_indexes(
             "already replaced",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=1),
+            new_job(2, backoff_limit_per_index=1),
             [
                 build_pod("a1", failure_count="0", phase=F, index="0", finalizer=True),
                 build_pod("a2", failure_count="1", phase=S, index="0", finalizer=True),
@@ -431,7 +473,7 @@ def test_calculate_failed_indexes(
             "already replaced",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=4),
+            new_job(2, backoff_limit_per_index=4),
             [
                 build_pod("a1", failure_count="0", phase=F, index="0", finalizer=True),
                 build_pod("a3", failure_count="2", phase=F, index="0", finalizer=True),
@@ -443,7 +485,7 @@ def test_calculate_failed_indexes(
             "with highest failure count is kept",
         ),
         pytest.param(
-            IndexedJob(completions=2, backoff_limit_per_index=4),
+            new_job(2, backoff_limit_per_index=4),
             [
                 build_pod(
                     "a1",
@@ -473,7 +515,7 @@ def test_calculate_failed_indexes(
     ],
 )
 def test_get_pods_with_delayed_deletion_per_index(
-    job: IndexedJob, pods: list[IndexedPod], expected_rm_finalizers: frozenset[str], want: list[str]
+    job: Job, pods: list[PodInfo], expected_rm_finalizers: frozenset[str], want: list[str]
 ) -> None:
     """Ports TestGetPodsWithDelayedDeletionPerIndex, with the same jobCtx: the failed
     and succeeded indexes calculated from the case's pods."""
@@ -487,7 +529,7 @@ def test_get_pods_with_delayed_deletion_per_index(
 
 def test_pods_with_delayed_deletion_are_keyed_by_index() -> None:
     """Not upstream: the map's keys are the indexes (upstream's test reads only values)."""
-    job = IndexedJob(completions=3, backoff_limit_per_index=1)
+    job = new_job(3, backoff_limit_per_index=1)
     pods = [
         build_pod("a", failure_count="0", phase=F, index="0", finalizer=True),
         build_pod("c", failure_count="0", phase=F, index="2", finalizer=True),
@@ -500,16 +542,16 @@ def test_pods_with_delayed_deletion_are_keyed_by_index() -> None:
 @pytest.mark.parametrize(
     ("job", "pod", "want_failures", "want_ignored"),
     [
-        pytest.param(IndexedJob(completions=1), None, 0, 0, id="first pod created"),
+        pytest.param(new_job(1), None, 0, 0, id="first pod created"),
         pytest.param(
-            IndexedJob(completions=1),
+            new_job(1),
             build_pod("a", failure_count="0", phase=F, index="0", finalizer=True),
             1,
             0,
             id="failed pod being replaced with 0 index failure count",
         ),
         pytest.param(
-            IndexedJob(completions=1),
+            new_job(1),
             build_pod("a", failure_count="3", phase=F, index="0", finalizer=True),
             4,
             0,
@@ -517,8 +559,10 @@ def test_pods_with_delayed_deletion_are_keyed_by_index() -> None:
         ),
         # The rule: Ignore on condition DisruptionTarget=True, which the pod has.
         pytest.param(
-            IndexedJob(completions=4, pod_failure_policy=matching(Match(False, "Ignore"))),
-            build_pod("a", failure_count="3", phase=F, index="3", finalizer=True),
+            new_job(4, policy=IGNORE_DISRUPTION),
+            build_pod(
+                "a", failure_count="3", phase=F, index="3", finalizer=True, condition=DISRUPTED
+            ),
             3,
             1,
             id="failed pod being replaced, matching the ignore rule",
@@ -526,10 +570,10 @@ def test_pods_with_delayed_deletion_are_keyed_by_index() -> None:
     ],
 )
 def test_get_new_index_failure_counts(
-    job: IndexedJob, pod: IndexedPod | None, want_failures: int, want_ignored: int
+    job: Job, pod: PodInfo | None, want_failures: int, want_ignored: int
 ) -> None:
     """Ports TestGetNewIndexFailureCountValue. Upstream's job has no completions here;
-    IndexedJob needs one, and these functions do not read it."""
+    an Indexed Job needs one, and these functions do not read it."""
     assert get_new_index_failure_counts(job, pod) == (want_failures, want_ignored)
 
 
@@ -781,25 +825,23 @@ def test_annotation_and_label_added_to_a_copy() -> None:
 @pytest.mark.parametrize(
     ("job", "replaced", "want"),
     [
+        pytest.param(new_job(1), None, {INDEX_FAILURE_COUNT_ANNOTATION: "0"}, id="first pod"),
         pytest.param(
-            IndexedJob(completions=1), None, {INDEX_FAILURE_COUNT_ANNOTATION: "0"}, id="first pod"
-        ),
-        pytest.param(
-            IndexedJob(completions=1),
+            new_job(1),
             build_pod("a", failure_count="2", phase=F, index="0"),
             {INDEX_FAILURE_COUNT_ANNOTATION: "3"},
             id="counted failure",
         ),
         pytest.param(
-            IndexedJob(completions=1, pod_failure_policy=matching(Match(False, "Ignore"))),
-            build_pod("a", failure_count="2", phase=F, index="0"),
+            new_job(1, policy=IGNORE_DISRUPTION),
+            build_pod("a", failure_count="2", phase=F, index="0", condition=DISRUPTED),
             {INDEX_FAILURE_COUNT_ANNOTATION: "2", INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: "1"},
             id="ignored failure",
         ),
     ],
 )
 def test_index_failure_count_annotation(
-    job: IndexedJob, replaced: IndexedPod | None, want: dict[str, str]
+    job: Job, replaced: PodInfo | None, want: dict[str, str]
 ) -> None:
     """addIndexFailureCountAnnotation: the ignored count only when above 0."""
     out = add_index_failure_count_annotation(
@@ -811,7 +853,7 @@ def test_index_failure_count_annotation(
 def test_failure_count_wraps_as_int32() -> None:
     """Upstream increments an int32."""
     pod = build_pod("a", failure_count=str(MAX_INT32), phase=F, index="0")
-    assert get_new_index_failure_counts(IndexedJob(completions=1), pod) == (-(2**31), 0)
+    assert get_new_index_failure_counts(new_job(1), pod) == (-(2**31), 0)
 
 
 def test_template_for_index() -> None:
@@ -821,8 +863,8 @@ def test_template_for_index() -> None:
     template: dict[str, Any] = {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": []}}
     before = copy.deepcopy(template)
     delayed = {2: build_pod("old", failure_count="1", phase=F, index="2")}
-    job = IndexedJob(completions=3, backoff_limit_per_index=2)
-    out, generate_name = template_for_index(template, job, "pj", 2, delayed)
+    job = replace(new_job(3, backoff_limit_per_index=2), name="pj")
+    out, generate_name = template_for_index(template, job, 2, delayed)
     assert template == before
     assert generate_name == "pj-2-"
     assert out["spec"] == {"containers": [], "hostname": pod_hostname("pj", 2)}
@@ -831,5 +873,5 @@ def test_template_for_index() -> None:
         "labels": {"a": "b", COMPLETION_INDEX_LABEL: "2"},
         "annotations": {COMPLETION_INDEX_ANNOTATION: "2", INDEX_FAILURE_COUNT_ANNOTATION: "2"},
     }
-    out, _ = template_for_index(template, IndexedJob(completions=3), "pj", 0, delayed)
+    out, _ = template_for_index(template, replace(new_job(3), name="pj"), 0, delayed)
     assert out["metadata"]["annotations"] == {COMPLETION_INDEX_ANNOTATION: "0"}

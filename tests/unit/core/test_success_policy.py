@@ -9,13 +9,19 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.core.intervals import Interval
-from paralleljob.core.model import INDEXED_COMPLETION, Condition, Job, JobSpec, JobStatus
-from paralleljob.core.success_policy import (
-    REASON_SUCCESS_POLICY,
+from paralleljob.core.model import (
+    INDEXED_COMPLETION,
+    Condition,
+    Job,
+    JobSpec,
+    JobStatus,
     SuccessPolicy,
     SuccessPolicyRule,
-    matches_success_policy,
     parse_success_policy,
+)
+from paralleljob.core.success_policy import (
+    REASON_SUCCESS_POLICY,
+    matches_success_policy,
     rules_matched_message,
 )
 from paralleljob.core.sync import SyncInput, sync_context
