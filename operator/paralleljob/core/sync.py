@@ -76,6 +76,7 @@ from .pod_failure_policy import (
 )
 from .success_policy import REASON_SUCCESS_POLICY, matches_success_policy
 from .tracking import (
+    RecordedPods,
     clean_uncounted_pods_without_finalizers,
     new_finished_pods,
     record_finished_pods,
@@ -702,7 +703,25 @@ def _track_job_status(
     inp = ctx.inp
     with_finalizer = uids_with_finalizer(inp.pods, inp.expected_removed_finalizers)
     status = clean_uncounted_pods_without_finalizers(status, with_finalizer)
-    recorded = record_finished_pods(
+    recorded = _record_finished_pods(ctx, status, verdict)
+    status, terminal = _with_recorded_pods(ctx, status, recorded, verdict)
+    return Tracked(
+        status=_with_display(ctx, status),
+        remove_finalizers=recorded.remove_finalizers,
+        uids_with_finalizer=with_finalizer,
+        terminal_condition=terminal,
+        reached_max_uncounted=recorded.reached_max_uncounted,
+        events=events,
+        policy_actions=recorded.policy_actions,
+    )
+
+
+def _record_finished_pods(
+    ctx: SyncContext, status: JobStatus, verdict: Condition | None
+) -> RecordedPods:
+    """trackJobStatusAndRemoveFinalizers' loop over the job's pods (tracking.py)."""
+    inp = ctx.inp
+    return record_finished_pods(
         inp.pods,
         status,
         inp.expected_removed_finalizers,
@@ -713,6 +732,14 @@ def _track_job_status(
         prev_succeeded_indexes=ctx.prev_succeeded_indexes,
         delayed=ctx.index_failures.delayed if ctx.index_failures is not None else None,
     )
+
+
+def _with_recorded_pods(
+    ctx: SyncContext, status: JobStatus, recorded: RecordedPods, verdict: Condition | None
+) -> tuple[JobStatus, Condition | None]:
+    """``status`` after the loop: the uncounted pods (an Indexed job's succeeded indexes
+    and failed indexes), the back-off record and the interim condition; and the terminal
+    condition to enact later."""
     status = track_succeeded_indexes(
         ctx.job.spec,
         status,
@@ -730,15 +757,7 @@ def _track_job_status(
         failures_since_success=record.failures_since_success,
         last_failure_time=record.last_failure_time,
     )
-    return Tracked(
-        status=_with_display(ctx, status),
-        remove_finalizers=recorded.remove_finalizers,
-        uids_with_finalizer=with_finalizer,
-        terminal_condition=terminal,
-        reached_max_uncounted=recorded.reached_max_uncounted,
-        events=events,
-        policy_actions=recorded.policy_actions,
-    )
+    return status, terminal
 
 
 def _interim_condition(

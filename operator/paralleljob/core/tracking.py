@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .. import constants as c
 from .indexed import by_completion_index
@@ -148,6 +148,99 @@ class RecordedPods:
     policy_actions: tuple[tuple[str, int], ...] = ()
 
 
+@dataclass
+class _Uncounted:
+    """What trackJobStatusAndRemoveFinalizers' loop accumulates: uncountedStatus (the
+    UIDs), newSucceededIndexes, podsToRemoveFinalizer, the new finished pods and
+    podFailureCountByPolicyAction."""
+
+    spec: JobSpec
+    prev_succeeded_indexes: OrderedIntervals
+    succeeded: list[str]
+    failed: list[str]
+    #: The UIDs of ``succeeded`` and ``failed``, for membership tests.
+    known_succeeded: set[str] = field(init=False)
+    known_failed: set[str] = field(init=False)
+    new_indexes: list[int] = field(default_factory=list)
+    remove: list[PodInfo] = field(default_factory=list)
+    newly_succeeded: list[PodInfo] = field(default_factory=list)
+    newly_failed: list[PodInfo] = field(default_factory=list)
+    actions: Counter[str] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self.known_succeeded = set(self.succeeded)
+        self.known_failed = set(self.failed)
+
+    @classmethod
+    def of(
+        cls, status: JobStatus, spec: JobSpec, prev_succeeded_indexes: OrderedIntervals
+    ) -> _Uncounted:
+        """The loop's start: the UIDs ``status`` already lists as uncounted."""
+        return cls(
+            spec,
+            prev_succeeded_indexes,
+            list(status.uncounted_succeeded),
+            list(status.uncounted_failed),
+        )
+
+    def size(self) -> int:
+        """What MaxUncountedPods bounds: new indexes and uncounted UIDs."""
+        return len(self.new_indexes) + len(self.succeeded) + len(self.failed)
+
+    def add_succeeded(self, pod: PodInfo) -> None:
+        """The loop's branch for a succeeded pod: by its completion index for an Indexed
+        job (unless status.completedIndexes has it; the index is enough not to count a
+        pod twice), else by its UID."""
+        if not self.spec.indexed:
+            if pod.uid not in self.known_succeeded:
+                self.succeeded.append(pod.uid)
+                self.known_succeeded.add(pod.uid)
+                self.newly_succeeded.append(pod)
+            return
+        index = pod.completion_index
+        if (
+            index is not None
+            and has_valid_index(pod, self.spec)
+            and not intervals_has(self.prev_succeeded_indexes, index)
+        ):
+            self.new_indexes.append(index)
+            self.newly_succeeded.append(pod)
+
+    def add_failed(self, pod: PodInfo, failed: bool) -> None:
+        """The loop's branch for a failed pod (``failed``), or one a failing job fails: its
+        UID unless the pod failure policy ignores it (countFailed), the rule's action
+        counted (podFailureCountByPolicyAction). A pod that did fail starts the back-off
+        (newFailedPods), ignored or not."""
+        if pod.uid in self.known_failed or not has_valid_index(pod, self.spec):
+            return
+        match = match_pod(self.spec.pod_failure_policy, pod)  # no policy: no action
+        if match.action is not None:
+            self.actions[match.action] += 1
+        if match.count_failed:
+            self.failed.append(pod.uid)
+            self.known_failed.add(pod.uid)
+        if failed:
+            self.newly_failed.append(pod)
+
+    def recorded(self, reached_max: bool) -> RecordedPods:
+        return RecordedPods(
+            uncounted_succeeded=tuple(self.succeeded),
+            uncounted_failed=tuple(self.failed),
+            new_succeeded_indexes=tuple(self.new_indexes),
+            remove_finalizers=tuple(self.remove),
+            newly_succeeded=tuple(self.newly_succeeded),
+            newly_failed=tuple(self.newly_failed),
+            reached_max_uncounted=reached_max,
+            policy_actions=tuple(sorted(self.actions.items())),
+        )
+
+
+def _fails_remaining(verdict: Condition | None) -> bool:
+    """Once the job has failed (a verdict other than SuccessCriteriaMet,
+    isSuccessCriteriaMetCondition), every pod not yet terminated counts as failed."""
+    return verdict is not None and verdict.type != c.COND_SUCCESS_CRITERIA_MET
+
+
 def record_finished_pods(
     pods: Iterable[PodInfo],
     status: JobStatus,
@@ -171,63 +264,23 @@ def record_finished_pods(
     among ``newly_failed`` all the same: it starts the back-off, as upstream's
     newFailedPods); the pods in ``delayed`` keep their finalizer.
     """
-    indexed = spec.indexed
-    if indexed:
+    if spec.indexed:
         pods = by_completion_index(pods)  # to introduce completed indexes in order
-    only_failed = spec.only_replace_failed
-    uncounted_s, uncounted_f = list(status.uncounted_succeeded), list(status.uncounted_failed)
-    known_s, known_f = set(uncounted_s), set(uncounted_f)
-    new_indexes: list[int] = []
-    # Once the job has failed, every pod not yet terminated counts as failed.
-    fail_remaining = verdict is not None and verdict.type != c.COND_SUCCESS_CRITERIA_MET
-    remove: list[PodInfo] = []
-    newly_s: list[PodInfo] = []
-    newly_f: list[PodInfo] = []
-    reached_max = False
-    actions: Counter[str] = Counter()
+    uncounted = _Uncounted.of(status, spec, prev_succeeded_indexes)
+    fail_remaining = _fails_remaining(verdict)
     for pod in pods:
         if not tracked_by_finalizer(pod, expected_removed):
             continue  # processed by an earlier sync
-        failed = is_pod_failed(pod, only_replace_failed=only_failed)
+        failed = is_pod_failed(pod, only_replace_failed=spec.only_replace_failed)
         if not can_remove_finalizer(
             pod, job_deleting=job_deleting, verdict=verdict, consider_failed=failed, delayed=delayed
         ):
             continue
-        remove.append(pod)
-        if pod.phase == c.SUCCEEDED and pod.uid not in known_f:
-            if indexed:
-                # The completion index is enough not to count a pod twice: no UID.
-                index = pod.completion_index
-                if (
-                    index is not None
-                    and has_valid_index(pod, spec)
-                    and not intervals_has(prev_succeeded_indexes, index)
-                ):
-                    new_indexes.append(index)
-                    newly_s.append(pod)
-            elif pod.uid not in known_s:
-                uncounted_s.append(pod.uid)
-                known_s.add(pod.uid)
-                newly_s.append(pod)
-        elif (failed or fail_remaining) and pod.uid not in known_f and has_valid_index(pod, spec):
-            match = match_pod(spec.pod_failure_policy, pod)  # no policy: no action
-            if match.action is not None:
-                actions[match.action] += 1
-            if match.count_failed:
-                uncounted_f.append(pod.uid)
-                known_f.add(pod.uid)
-            if failed:
-                newly_f.append(pod)
-        if len(new_indexes) + len(uncounted_s) + len(uncounted_f) >= max_uncounted:
-            reached_max = True
-            break
-    return RecordedPods(
-        uncounted_succeeded=tuple(uncounted_s),
-        uncounted_failed=tuple(uncounted_f),
-        new_succeeded_indexes=tuple(new_indexes),
-        remove_finalizers=tuple(remove),
-        newly_succeeded=tuple(newly_s),
-        newly_failed=tuple(newly_f),
-        reached_max_uncounted=reached_max,
-        policy_actions=tuple(sorted(actions.items())),
-    )
+        uncounted.remove.append(pod)
+        if pod.phase == c.SUCCEEDED and pod.uid not in uncounted.known_failed:
+            uncounted.add_succeeded(pod)
+        elif failed or fail_remaining:
+            uncounted.add_failed(pod, failed)
+        if uncounted.size() >= max_uncounted:
+            return uncounted.recorded(reached_max=True)
+    return uncounted.recorded(reached_max=False)
