@@ -1,4 +1,8 @@
-"""Names shared by the CRD, the operator and the tests."""
+"""Fixed names and values shared by the CRD, the operator and the tests: the API group,
+version, kind and plural of a ParallelJob; the labels and finalizers the operator puts
+on pods and jobs, and its value of spec.managedBy; batch/v1's condition types with the
+reasons and messages upstream gives them (and the operator's PodCreationFailed); the pod
+phases. A leaf: it imports nothing of the package."""
 
 from __future__ import annotations
 

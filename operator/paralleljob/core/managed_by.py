@@ -1,7 +1,8 @@
 """spec.managedBy: whether a job is this operator's to reconcile.
 
 Ports ``managedByExternalController`` (``pkg/controller/job/job_controller.go``,
-Kubernetes v1.34.4; the ``JobManagedBy`` gate is GA and locked on): a job whose
+Kubernetes v1.34.4), as with the ``JobManagedBy`` gate on (in v1.34 it is beta and on by
+default, not locked: upstream can be run with it off; the operator cannot): a job whose
 spec.managedBy is set to anything but the operator's own value
 (:data:`~paralleljob.constants.MANAGED_BY`) belongs to another controller (MultiKueue,
 say), and the operator leaves it alone entirely: it creates and deletes no pod, writes

@@ -11,7 +11,7 @@ Ports ``pkg/controller/job/pod_failure_policy.go`` (Kubernetes v1.34.4). What di
   module does not know makes its rule match nothing, as upstream's ``switch`` does.
 
 At the end, what ``job_controller.go`` decides with the matcher, over the operator's
-:class:`~paralleljob.model.PodInfo` (which keeps a pod's ``PodFailureFacts`` in its
+:class:`~paralleljob.core.model.PodInfo` (which keeps a pod's ``PodFailureFacts`` in its
 ``failure`` field): ``getFailJobMessage`` (the FailJob verdict), ``nonIgnoredFailedPodsCount``
 and the ``countFailed`` of the pod loop of ``trackJobStatusAndRemoveFinalizers``. A job
 with a policy replaces only failed pods (``onlyReplaceFailedPods``), so for it

@@ -25,7 +25,8 @@ A pod is therefore counted exactly once, whatever crashes between the steps.
 Indexed jobs, podReplacementPolicy, successPolicy, podFailurePolicy and
 backoffLimitPerIndex hook in where upstream's syncJob branches on them; the decisions
 themselves are in :mod:`.indexed` (which indexes succeeded or failed, which to create,
-duplicate indexes to remove, ``completedIndexes``, ``failedIndexes``),
+duplicate indexes to remove, ``completedIndexes``, ``failedIndexes``; the indexes are
+:mod:`.intervals`' ordered intervals), :mod:`.active_pods` (the order in which pods go),
 :mod:`.success_policy` (whether a rule is met), :mod:`.pod_failure_policy` (the FailJob
 verdict, which failures count), :mod:`.backoff` (job-wide and per-index back-off, the
 job's own podFailureBackoff) and :mod:`.tracking` (how a finished pod is recorded).

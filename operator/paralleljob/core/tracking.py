@@ -4,12 +4,12 @@ A pod keeps the tracking finalizer until the job has recorded it: its UID goes i
 ``uncountedTerminatedPods`` first, its finalizer is removed next, and only then is it
 moved into the ``succeeded``/``failed`` counters. These pure functions decide which
 pods are new, which finalizers may go, and which UIDs are counted; the core
-(:func:`paralleljob.core.track`, :func:`paralleljob.core.count_and_enact`) orders them
-around the API calls. Upstream they are in ``pkg/controller/job/job_controller.go``.
+(:func:`~paralleljob.core.sync.track`, :func:`~paralleljob.core.sync.count_and_enact`)
+orders them around the API calls. Upstream they are in ``pkg/controller/job/job_controller.go``.
 
 An Indexed job records a succeeded pod by its completion index instead of its UID
 (``status.completedIndexes``, written with the other uncounted pods before the
-finalizer goes; see :func:`paralleljob.indexed.track_succeeded_indexes`), and only
+finalizer goes; see :func:`~paralleljob.core.indexed.track_succeeded_indexes`), and only
 pods with an index below ``completions`` count at all. A job whose podReplacementPolicy
 is Failed does not take a terminating pod for failed (upstream's ``isPodFailed``).
 
