@@ -2,7 +2,8 @@
 version, kind and plural of a ParallelJob; the labels and finalizers the operator puts
 on pods and jobs, and its value of spec.managedBy; batch/v1's condition types with the
 reasons and messages upstream gives them (and the operator's PodCreationFailed); the pod
-phases. A leaf: it imports nothing of the package."""
+phases; the longest generateName the API server takes. A leaf: it imports nothing of the
+package."""
 
 from __future__ import annotations
 
@@ -48,3 +49,7 @@ RUNNING: Final = "Running"
 SUCCEEDED: Final = "Succeeded"
 FAILED: Final = "Failed"
 UNKNOWN: Final = "Unknown"
+
+#: names.MaxGeneratedNameLength: the API server appends 5 random characters to a
+#: generateName cut to this length (63, a DNS label, minus 5).
+MAX_GENERATE_NAME_PREFIX: Final = 58

@@ -59,7 +59,6 @@ from .model import (
     is_pod_failed,
 )
 from .pod_failure_policy import ACTION_FAIL_INDEX, counts_as_failed, match_pod
-from .pods import MAX_GENERATE_NAME_PREFIX
 
 #: The completion-index label has the annotation's key, as upstream's.
 COMPLETION_INDEX_LABEL: Final = COMPLETION_INDEX_ANNOTATION
@@ -423,8 +422,8 @@ def pod_generate_name_with_index(job_name: str, index: int) -> str:
     cuts bytes; a job name is a DNS label, so bytes are characters."""
     suffix = f"-{index}-"
     prefix = job_name + suffix
-    if len(prefix) > MAX_GENERATE_NAME_PREFIX:
-        prefix = prefix[: MAX_GENERATE_NAME_PREFIX - len(suffix)] + suffix
+    if len(prefix) > c.MAX_GENERATE_NAME_PREFIX:
+        prefix = prefix[: c.MAX_GENERATE_NAME_PREFIX - len(suffix)] + suffix
     return prefix
 
 
@@ -448,7 +447,7 @@ def template_for_index(
     return out, pod_generate_name_with_index(job.name, index)
 
 
-# ------------------------------------------------------------ the core's and shell's hooks
+# -------------------------------------------------------------------- the core's hooks
 def has_backoff_limit_per_index(spec: JobSpec) -> bool:
     """hasBackoffLimitPerIndex, for a job the operator runs as Indexed."""
     return spec.indexed and spec.backoff_limit_per_index is not None
