@@ -44,11 +44,9 @@ from paralleljob.core.model import (
     COMPLETION_INDEX_ANNOTATION,
     INDEX_FAILURE_COUNT_ANNOTATION,
     INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
-    INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     POD_REPLACEMENT_TERMINATING_OR_FAILED,
     Job,
-    JobSpec,
     JobStatus,
     PodInfo,
     get_completion_index,
@@ -70,6 +68,7 @@ from paralleljob.core.pod_failure_policy import (
 
 from ..indexed_pods import indexed_pod
 from ..sim import T0
+from .specs import indexed_spec
 
 S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
 #: The pod condition of a disrupted pod (v1.DisruptionTarget).
@@ -156,10 +155,8 @@ def new_job(
     """newJob for an Indexed job: ``completions``, status.completedIndexes
     (``completed``) and status.failedIndexes (``failed``), backoffLimitPerIndex,
     podReplacementPolicy and podFailurePolicy."""
-    spec = JobSpec(
-        parallelism=completions,
-        completions=completions,
-        completion_mode=INDEXED_COMPLETION,
+    spec = indexed_spec(
+        completions,
         backoff_limit_per_index=backoff_limit_per_index,
         pod_replacement_policy=replacement,
         pod_failure_policy=policy,

@@ -20,7 +20,6 @@ import pytest
 from paralleljob import constants as c
 from paralleljob.config import CoreConfig
 from paralleljob.core.model import (
-    INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     Condition,
     Job,
@@ -56,6 +55,7 @@ from paralleljob.core.sync import (
 )
 
 from ..sim import T0
+from .specs import indexed_spec
 
 P, R, S, F = c.PENDING, c.RUNNING, c.SUCCEEDED, c.FAILED
 #: When the stored jobs started, and when their finished pods finished: long enough ago
@@ -66,6 +66,14 @@ STARTED = JobStatus(start_time=START)
 
 COMPLETIONS_REACHED = c.REASON_COMPLETIONS_REACHED
 BACKOFF_LIMIT = c.REASON_BACKOFF_LIMIT
+#: The conditions of a job that reached its completions: SuccessCriteriaMet, Complete.
+COMPLETED = (
+    (c.COND_SUCCESS_CRITERIA_MET, "True", COMPLETIONS_REACHED),
+    (c.COND_COMPLETE, "True", COMPLETIONS_REACHED),
+)
+#: Past backoffLimit: FailureTarget, then Failed.
+BACKOFF_LIMIT_TARGET = (c.COND_FAILURE_TARGET, "True", BACKOFF_LIMIT)
+BACKOFF_LIMIT_FAILED = (c.COND_FAILED, "True", BACKOFF_LIMIT)
 
 
 def pod(
@@ -108,25 +116,6 @@ def pod(
         completion_index=index,
         index_failure_count=failures,
         failure=facts,
-    )
-
-
-def indexed(
-    completions: int,
-    parallelism: int,
-    *,
-    backoff_limit_per_index: int | None = None,
-    max_failed_indexes: int | None = None,
-    success_policy: SuccessPolicy | None = None,
-) -> JobSpec:
-    """An Indexed job's spec."""
-    return JobSpec(
-        parallelism=parallelism,
-        completions=completions,
-        completion_mode=INDEXED_COMPLETION,
-        backoff_limit_per_index=backoff_limit_per_index,
-        max_failed_indexes=max_failed_indexes,
-        success_policy=success_policy,
     )
 
 
@@ -369,10 +358,7 @@ ROWS = [
             pods=(pod("s0", S), pod("s1", S)),
             removed=("s0", "s1"),
             succeeded=2,
-            conditions=(
-                (c.COND_SUCCESS_CRITERIA_MET, "True", COMPLETIONS_REACHED),
-                (c.COND_COMPLETE, "True", COMPLETIONS_REACHED),
-            ),
+            conditions=COMPLETED,
         ),
         id="WQ job finished",
     ),
@@ -382,10 +368,7 @@ ROWS = [
             pods=(pod("s0", S), pod("s1", S)),
             removed=("s0", "s1"),
             succeeded=2,
-            conditions=(
-                (c.COND_SUCCESS_CRITERIA_MET, "True", COMPLETIONS_REACHED),
-                (c.COND_COMPLETE, "True", COMPLETIONS_REACHED),
-            ),
+            conditions=COMPLETED,
         ),
         id="job finished: SuccessCriteriaMet, then Complete",
     ),
@@ -396,7 +379,7 @@ ROWS = [
             removed=("s0", "s1", "t0"),
             succeeded=2,
             terminating=1,
-            conditions=((c.COND_SUCCESS_CRITERIA_MET, "True", COMPLETIONS_REACHED),),
+            conditions=(COMPLETED[0],),
         ),
         id="completions reached with a pod terminating: Complete waits",
     ),
@@ -410,10 +393,7 @@ ROWS = [
             ),
             reason="fail",
             succeeded=2,
-            conditions=(
-                (c.COND_SUCCESS_CRITERIA_MET, "True", COMPLETIONS_REACHED),
-                (c.COND_COMPLETE, "True", COMPLETIONS_REACHED),
-            ),
+            conditions=COMPLETED,
         ),
         id="a stored SuccessCriteriaMet completes once no pod terminates",
     ),
@@ -439,7 +419,7 @@ ROWS = [
             removed=("f0", "f1", "r0"),
             terminating=1,
             failed=3,
-            conditions=((c.COND_FAILURE_TARGET, "True", BACKOFF_LIMIT),),
+            conditions=(BACKOFF_LIMIT_TARGET,),
         ),
         id="backoffLimit exceeded: FailureTarget, the active pod deleted and failed",
     ),
@@ -451,10 +431,7 @@ ROWS = [
             ),
             reason="fail",
             failed=3,
-            conditions=(
-                (c.COND_FAILURE_TARGET, "True", BACKOFF_LIMIT),
-                (c.COND_FAILED, "True", BACKOFF_LIMIT),
-            ),
+            conditions=(BACKOFF_LIMIT_TARGET, BACKOFF_LIMIT_FAILED),
         ),
         id="a stored FailureTarget becomes Failed once no pod terminates",
     ),
@@ -465,10 +442,7 @@ ROWS = [
             reason="fail",
             removed=("f0",),
             failed=1,
-            conditions=(
-                (c.COND_FAILURE_TARGET, "True", BACKOFF_LIMIT),
-                (c.COND_FAILED, "True", BACKOFF_LIMIT),
-            ),
+            conditions=(BACKOFF_LIMIT_TARGET, BACKOFF_LIMIT_FAILED),
         ),
         id="backoffLimit 0: one failure fails the job in one sync",
     ),
@@ -481,7 +455,7 @@ ROWS = [
             removed=("r0",),
             terminating=1,
             failed=1,
-            conditions=((c.COND_FAILURE_TARGET, "True", BACKOFF_LIMIT),),
+            conditions=(BACKOFF_LIMIT_TARGET,),
         ),
         id="restartPolicy OnFailure: container restarts reach backoffLimit",
     ),
@@ -566,7 +540,7 @@ ROWS = [
     # --------------------------------------------------------------- Indexed
     pytest.param(
         Row(
-            indexed(4, 2),
+            indexed_spec(4, 2),
             pods=(pod("s0", S, index=0), pod("r1", index=1)),
             create=1,
             create_indexes=(2,),
@@ -580,7 +554,7 @@ ROWS = [
     ),
     pytest.param(
         Row(
-            indexed(3, 3),
+            indexed_spec(3, 3),
             pods=(
                 pod("a", index=0, ready=True),
                 pod("b", index=0),
@@ -597,7 +571,7 @@ ROWS = [
     ),
     pytest.param(
         Row(
-            indexed(5, 1),
+            indexed_spec(5, 1),
             status=replace(STARTED, completed_indexes="0-1", succeeded=2),
             pods=(pod("s2", S, index=2), pod("s3", S, index=3)),
             create=1,
@@ -612,7 +586,7 @@ ROWS = [
     ),
     pytest.param(
         Row(
-            indexed(2, 2),
+            indexed_spec(2, 2),
             pods=(pod("s0", S, index=0), pod("x", S, index=7)),
             create=1,
             create_indexes=(1,),
@@ -626,21 +600,18 @@ ROWS = [
     ),
     pytest.param(
         Row(
-            indexed(2, 2),
+            indexed_spec(2, 2),
             pods=(pod("s0", S, index=0), pod("s1", S, index=1)),
             removed=("s0", "s1"),
             succeeded=2,
             completed_indexes="0,1",
-            conditions=(
-                (c.COND_SUCCESS_CRITERIA_MET, "True", COMPLETIONS_REACHED),
-                (c.COND_COMPLETE, "True", COMPLETIONS_REACHED),
-            ),
+            conditions=COMPLETED,
         ),
         id="Indexed: every index succeeded",
     ),
     pytest.param(
         Row(
-            indexed(2, 2, backoff_limit_per_index=0),
+            indexed_spec(2, 2, backoff_limit_per_index=0),
             pods=(pod("f0", F, index=0), pod("r1", index=1)),
             reason="create",
             removed=("f0",),
@@ -652,7 +623,7 @@ ROWS = [
     ),
     pytest.param(
         Row(
-            indexed(1, 1, backoff_limit_per_index=1),
+            indexed_spec(1, 1, backoff_limit_per_index=1),
             pods=(pod("f0", F, index=0),),
             create=1,
             create_indexes=(0,),
@@ -664,7 +635,7 @@ ROWS = [
     ),
     pytest.param(
         Row(
-            indexed(3, 3, backoff_limit_per_index=0, max_failed_indexes=0),
+            indexed_spec(3, 3, backoff_limit_per_index=0, max_failed_indexes=0),
             pods=(pod("f0", F, index=0), pod("r1", index=1)),
             delete=("r1",),
             reason="fail",
@@ -678,7 +649,7 @@ ROWS = [
     ),
     pytest.param(
         Row(
-            indexed(
+            indexed_spec(
                 3, 3, success_policy=SuccessPolicy((SuccessPolicyRule(succeeded_indexes="0"),))
             ),
             pods=(pod("s0", S, index=0), pod("r1", index=1)),
@@ -839,7 +810,7 @@ TRACK_ROWS = [
     pytest.param(
         TrackRow(
             pods=(pod("s2", S, index=2), pod("s0", S, index=0), pod("f1", F, index=1)),
-            spec=indexed(3, 3),
+            spec=indexed_spec(3, 3),
             uncounted_failed=("f1",),
             remove=("f1", "s0", "s2"),
             succeeded=2,
@@ -909,7 +880,7 @@ def test_a_replacement_carries_the_failed_pod_of_its_index() -> None:
     """backoffLimitPerIndex: the plan names the pod whose failure counts the new one
     carries on (podsWithDelayedDeletionPerIndex)."""
     failed = pod("f0", F, index=0, failures=1)
-    spec = indexed(2, 2, backoff_limit_per_index=3)
+    spec = indexed_spec(2, 2, backoff_limit_per_index=3)
     ctx = sync_context(SyncInput(job=job_of(spec), pods=(failed,), now=T0))
     plan = plan_pods(ctx)
     assert (plan.create_indexes, plan.replaced) == ((0, 1), ((0, failed),))
