@@ -127,6 +127,7 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
     from paralleljob import constants as c
     from paralleljob import handlers
     from paralleljob.config import ControllerConfig
+    from paralleljob.core.kind import PARALLELJOB
     from paralleljob.core.model import parse_pod
     from paralleljob.shell.controller import Controller
 
@@ -151,7 +152,7 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
     await _until(lambda: len(api.pods) == 1 and _idle(controller))
     [pod] = api.pods.values()
     body = _succeeded_pod_body(pod, c)
-    api.pods[pod.uid] = replace(parse_pod(body), uid=pod.uid)
+    api.pods[pod.uid] = replace(parse_pod(body, PARALLELJOB), uid=pod.uid)
     before = len(api.calls)
     recorded: list[tuple[str, str]] = []
 

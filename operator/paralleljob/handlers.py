@@ -166,7 +166,7 @@ async def cleanup(memo: Any, **_: Any) -> None:
 
 @kopf.index("", "v1", "pods", labels=POD_SELECTOR)
 async def pods_by_job(body: kopf.Body, **_: Any) -> dict[str, PodInfo]:
-    pod = parse_pod(body)
+    pod = parse_pod(body, KIND)
     return {uid: pod for uid in candidate_jobs(pod)}
 
 
@@ -177,7 +177,7 @@ async def paralleljobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
 
 @kopf.on.event("", "v1", "pods", labels=POD_SELECTOR)
 async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
-    await _app(memo).controller.pod_seen(parse_pod(body), gone=event.get("type") == "DELETED")
+    await _app(memo).controller.pod_seen(parse_pod(body, KIND), gone=event.get("type") == "DELETED")
 
 
 @kopf.on.event(KIND.group, KIND.version, KIND.plural)

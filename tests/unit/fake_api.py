@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import PodInfo, parse_pod
 from paralleljob.core.sync import Event
 from paralleljob.shell.api import ApiError
@@ -183,7 +184,7 @@ class FakeApi:
         stored = copy.deepcopy(pod)
         created = format_time(self._now())
         stored["metadata"].update(name=name, uid=f"uid-{n}", creationTimestamp=created)
-        info = parse_pod(stored)
+        info = parse_pod(stored, PARALLELJOB)
         self.pods[info.uid] = info
         self.created.append(info.uid)
         return stored

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
     PodInfo,
     get_completion_index,
@@ -20,7 +21,11 @@ def indexed_pod(info: PodInfo, annotations: Mapping[str, Any] | None) -> PodInfo
     ``metadata.annotations``): completion index, failure and ignored failure counts."""
     return replace(
         info,
-        completion_index=get_completion_index(annotations),
-        index_failure_count=get_index_failure_count(annotations),
-        index_ignored_failure_count=get_index_ignored_failure_count(annotations),
+        completion_index=get_completion_index(annotations, PARALLELJOB.completion_index_key),
+        index_failure_count=get_index_failure_count(
+            annotations, PARALLELJOB.index_failure_count_key
+        ),
+        index_ignored_failure_count=get_index_ignored_failure_count(
+            annotations, PARALLELJOB.index_ignored_failure_count_key
+        ),
     )

@@ -18,10 +18,8 @@ from typing import Any
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig, CoreConfig
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
-    COMPLETION_INDEX_ANNOTATION,
-    INDEX_FAILURE_COUNT_ANNOTATION,
-    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     Job,
     JobSpec,
     JobStatus,
@@ -45,6 +43,10 @@ from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict
 from .indexed_pods import indexed_pod
+
+COMPLETION_INDEX_ANNOTATION = PARALLELJOB.completion_index_key
+INDEX_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_failure_count_key
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_ignored_failure_count_key
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 #: When the pods a test adds as already finished did (upstream's testFinishedAt).

@@ -10,6 +10,7 @@ import pytest
 from paralleljob import constants as c
 from paralleljob.cli import liveness_endpoint, parse_args
 from paralleljob.config import OperatorConfig
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.pods import build_pod
 
 JOB: dict[str, Any] = {
@@ -26,7 +27,7 @@ JOB: dict[str, Any] = {
 
 
 def test_pod_is_named_labelled_owned_and_finalized_like_a_job_pod() -> None:
-    pod = build_pod(JOB)
+    pod = build_pod(JOB, PARALLELJOB)
     meta = pod["metadata"]
     assert meta["generateName"] == "multi-task-job-"
     assert meta["namespace"] == "ns"
@@ -53,7 +54,7 @@ def test_pod_is_named_labelled_owned_and_finalized_like_a_job_pod() -> None:
 
 def test_generate_name_prefix_is_cut_to_58_characters() -> None:
     job = {**JOB, "metadata": {**JOB["metadata"], "name": "j" * 63}}
-    assert len(build_pod(job)["metadata"]["generateName"]) == 58
+    assert len(build_pod(job, PARALLELJOB)["metadata"]["generateName"]) == 58
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,9 @@ do next. Nothing here does I/O: it imports only the package's leaves (``config``
 ``constants``, ``json_types``, ``timeutil``) and itself (tests/unit/test_layers.py).
 """
 
+from .backoff import delay_seconds
 from .intervals import intervals_total, parse_indexes_from_string
+from .kind import PARALLELJOB, JobKind
 from .managed_by import managed_by_external_controller
 from .model import (
     INDEXED_COMPLETION,
@@ -24,7 +26,7 @@ from .model import (
     spec_defaults_patch,
     status_to_dict,
 )
-from .pods import build_pod, job_template, new_pod_bodies, owner_reference
+from .pods import build_pod, job_template, new_pod_bodies
 from .sync import (
     Event,
     PodOutcome,
@@ -44,10 +46,12 @@ from .sync import (
 __all__ = [
     "INDEXED_COMPLETION",
     "NON_INDEXED_COMPLETION",
+    "PARALLELJOB",
     "POD_REPLACEMENT_FAILED",
     "Condition",
     "Event",
     "Job",
+    "JobKind",
     "JobSpec",
     "JobStatus",
     "PodInfo",
@@ -59,12 +63,12 @@ __all__ = [
     "Tracked",
     "build_pod",
     "count_and_enact",
+    "delay_seconds",
     "intervals_total",
     "is_finished",
     "job_template",
     "managed_by_external_controller",
     "new_pod_bodies",
-    "owner_reference",
     "parse_indexes_from_string",
     "parse_job",
     "parse_pod",

@@ -48,10 +48,8 @@ from .intervals import (
     parse_indexes_from_string,
     with_ordered_indexes,
 )
+from .kind import JobKind
 from .model import (
-    COMPLETION_INDEX_ANNOTATION,
-    INDEX_FAILURE_COUNT_ANNOTATION,
-    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     Job,
     JobSpec,
     JobStatus,
@@ -61,7 +59,6 @@ from .model import (
 from .pod_failure_policy import ACTION_FAIL_INDEX, counts_as_failed, match_pod
 
 #: The completion-index label has the annotation's key, as upstream's.
-COMPLETION_INDEX_LABEL: Final = COMPLETION_INDEX_ANNOTATION
 #: completionIndexEnvName.
 COMPLETION_INDEX_ENV_NAME: Final = "JOB_COMPLETION_INDEX"
 
@@ -338,26 +335,29 @@ def _metadata_map(template: JsonDict, field: str) -> dict[str, Any]:
     return values
 
 
-def _completion_index_env_var(from_label: bool) -> JsonDict:
+def _completion_index_env_var(kind: JobKind, from_label: bool) -> JsonDict:
     where = "labels" if from_label else "annotations"
+    key = kind.completion_index_key
     return {
         "name": COMPLETION_INDEX_ENV_NAME,
-        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.{where}['{COMPLETION_INDEX_LABEL}']"}},
+        "valueFrom": {"fieldRef": {"fieldPath": f"metadata.{where}['{key}']"}},
     }
 
 
-def _add_completion_index_env_variable(container: JsonDict, from_label: bool) -> None:
+def _add_completion_index_env_variable(
+    container: JsonDict, kind: JobKind, from_label: bool
+) -> None:
     """addCompletionIndexEnvVariable: appended unless the container already sets it."""
     env = container.get("env")
     if not isinstance(env, list):
         env = container["env"] = []
     if any(isinstance(v, Mapping) and v.get("name") == COMPLETION_INDEX_ENV_NAME for v in env):
         return
-    env.append(_completion_index_env_var(from_label))
+    env.append(_completion_index_env_var(kind, from_label))
 
 
 def add_completion_index_env_variables(
-    template: Mapping[str, Any], *, from_label: bool = True
+    template: Mapping[str, Any], kind: JobKind, *, from_label: bool = True
 ) -> JsonDict:
     """addCompletionIndexEnvVariables: a copy of the pod template whose init containers
     and containers all get ``JOB_COMPLETION_INDEX`` from the downward API, unless they
@@ -376,36 +376,38 @@ def add_completion_index_env_variables(
         containers = spec.get(field)
         for container in containers if isinstance(containers, list) else []:
             if isinstance(container, dict):
-                _add_completion_index_env_variable(container, from_label)
+                _add_completion_index_env_variable(container, kind, from_label)
     return out
 
 
-def add_completion_index_annotation(template: Mapping[str, Any], index: int) -> JsonDict:
+def add_completion_index_annotation(
+    template: Mapping[str, Any], index: int, kind: JobKind
+) -> JsonDict:
     """addCompletionIndexAnnotation: a copy of the template annotated with ``index``."""
     out: JsonDict = copy.deepcopy(dict(template))
-    _metadata_map(out, "annotations")[COMPLETION_INDEX_ANNOTATION] = str(index)
+    _metadata_map(out, "annotations")[kind.completion_index_key] = str(index)
     return out
 
 
-def add_completion_index_label(template: Mapping[str, Any], index: int) -> JsonDict:
+def add_completion_index_label(template: Mapping[str, Any], index: int, kind: JobKind) -> JsonDict:
     """addCompletionIndexLabel: a copy of the template labelled with ``index`` (the label
     has the annotation's key, for consistency)."""
     out: JsonDict = copy.deepcopy(dict(template))
-    _metadata_map(out, "labels")[COMPLETION_INDEX_LABEL] = str(index)
+    _metadata_map(out, "labels")[kind.completion_index_key] = str(index)
     return out
 
 
 def add_index_failure_count_annotation(
-    template: Mapping[str, Any], job: Job, pod_being_replaced: PodInfo | None
+    template: Mapping[str, Any], job: Job, pod_being_replaced: PodInfo | None, kind: JobKind
 ) -> JsonDict:
     """addIndexFailureCountAnnotation: a copy of the template with the index's failure
     count (always) and ignored failure count (only when above 0) for the new pod."""
     failures, ignored = get_new_index_failure_counts(job, pod_being_replaced)
     out: JsonDict = copy.deepcopy(dict(template))
     annotations = _metadata_map(out, "annotations")
-    annotations[INDEX_FAILURE_COUNT_ANNOTATION] = str(failures)
+    annotations[kind.index_failure_count_key] = str(failures)
     if ignored > 0:
-        annotations[INDEX_IGNORED_FAILURE_COUNT_ANNOTATION] = str(ignored)
+        annotations[kind.index_ignored_failure_count_key] = str(ignored)
     return out
 
 
@@ -432,18 +434,21 @@ def template_for_index(
     job: Job,
     index: int,
     pods_with_delayed_deletion: Mapping[int, PodInfo],
+    kind: JobKind,
 ) -> tuple[JsonDict, str]:
     """The per-index part of manageJob's pod creation: a copy of ``template`` (already
     given the env variable by add_completion_index_env_variables) with the index's
     annotation, label and hostname and, with backoffLimitPerIndex, the failure counts
     carried on from the index's delayed failed pod; and the pod's generateName."""
-    out = add_completion_index_label(add_completion_index_annotation(template, index), index)
+    annotated = add_completion_index_annotation(template, index, kind)
+    out = add_completion_index_label(annotated, index, kind)
     spec = out.get("spec")
     if not isinstance(spec, dict):
         spec = out["spec"] = {}
     spec["hostname"] = pod_hostname(job.name, index)
     if has_backoff_limit_per_index(job.spec):
-        out = add_index_failure_count_annotation(out, job, pods_with_delayed_deletion.get(index))
+        replaced = pods_with_delayed_deletion.get(index)
+        out = add_index_failure_count_annotation(out, job, replaced, kind)
     return out, pod_generate_name_with_index(job.name, index)
 
 
@@ -567,6 +572,7 @@ def pod_templates(
     job: Job,
     template: Mapping[str, Any],
     indexes: Iterable[int],
+    kind: JobKind,
     delayed: Mapping[int, PodInfo] | None = None,
 ) -> Iterator[tuple[JsonDict, str]]:
     """manageJob's pod templates for ``indexes``, in order: ``template`` given the
@@ -574,6 +580,6 @@ def pod_templates(
     hostname, with the pod's generateName, and with backoffLimitPerIndex the index's
     failure counts carried on from its last failed pod in ``delayed``
     (template_for_index)."""
-    base = add_completion_index_env_variables(template)
+    base = add_completion_index_env_variables(template, kind)
     for index in indexes:
-        yield template_for_index(base, job, index, delayed or {})
+        yield template_for_index(base, job, index, delayed or {}, kind)

@@ -64,6 +64,10 @@ class JobKind:
     def index_ignored_failure_count_key(self) -> str:
         return f"{self.key_prefix}/job-index-ignored-failure-count"
 
+    def selector(self, uid: str) -> str:
+        """The label selector (string form) of a job's pods, exposed through /scale."""
+        return f"{self.controller_uid_label}={uid}"
+
     def path(self, namespace: str, name: str = "", subresource: str = "") -> str:
         """The API path of the kind's objects in ``namespace``: all of them, one, or
         one's subresource (``status``)."""

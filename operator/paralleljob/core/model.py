@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .. import constants as c
 from ..json_types import JsonDict
@@ -24,6 +24,9 @@ from .pod_failure_policy import (
     pod_failure_facts,
 )
 
+if TYPE_CHECKING:
+    from .kind import JobKind
+
 log = logging.getLogger(__name__)
 
 # batch/v1 CompletionMode.
@@ -33,14 +36,6 @@ INDEXED_COMPLETION: Final = "Indexed"
 POD_REPLACEMENT_TERMINATING_OR_FAILED: Final = "TerminatingOrFailed"
 #: Replace a pod only once it has failed (not while it terminates).
 POD_REPLACEMENT_FAILED: Final = "Failed"
-
-#: batch/v1 JobCompletionIndexAnnotation (the operator's prefix for batch.kubernetes.io/);
-#: upstream uses the same key for the label.
-COMPLETION_INDEX_ANNOTATION: Final = f"{c.GROUP}/job-completion-index"
-#: batch/v1 JobIndexFailureCountAnnotation: failures of the index's earlier pods.
-INDEX_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-failure-count"
-#: batch/v1 JobIndexIgnoredFailureCountAnnotation: failures a pod failure policy ignored.
-INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: Final = f"{c.GROUP}/job-index-ignored-failure-count"
 
 _MAX_INT32: Final = 2**31 - 1
 
@@ -249,14 +244,14 @@ def atoi(text: str) -> int | None:
     return value if _INT64_MIN <= value <= _INT64_MAX else None
 
 
-def get_completion_index(annotations: Mapping[str, Any] | None) -> int | None:
+def get_completion_index(annotations: Mapping[str, Any] | None, key: str) -> int | None:
     """getCompletionIndex (indexed_job_utils.go): the index in the completion-index
-    annotation, or None (upstream unknownCompletionIndex) when it is missing, not an
-    integer or negative.
+    annotation ``key`` (JobKind.completion_index_key), or None (upstream
+    unknownCompletionIndex) when it is missing, not an integer or negative.
 
     Upstream reads only the annotation, never the label of the same name.
     """
-    value = (annotations or {}).get(COMPLETION_INDEX_ANNOTATION)
+    value = (annotations or {}).get(key)
     if not isinstance(value, str):
         return None
     index = atoi(value)
@@ -283,15 +278,15 @@ def _parse_count_annotation(annotations: Mapping[str, Any] | None, key: str) -> 
     return _parse_int32(value) if isinstance(value, str) else 0
 
 
-def get_index_failure_count(annotations: Mapping[str, Any] | None) -> int:
+def get_index_failure_count(annotations: Mapping[str, Any] | None, key: str) -> int:
     """getIndexFailureCount (parseIndexFailureCountAnnotation): the index-failure-count
-    annotation, 0 when it is missing, unparsable, negative or above MaxInt32."""
-    return _parse_count_annotation(annotations, INDEX_FAILURE_COUNT_ANNOTATION)
+    annotation ``key``, 0 when it is missing, unparsable, negative or above MaxInt32."""
+    return _parse_count_annotation(annotations, key)
 
 
-def get_index_ignored_failure_count(annotations: Mapping[str, Any] | None) -> int:
+def get_index_ignored_failure_count(annotations: Mapping[str, Any] | None, key: str) -> int:
     """parseIndexFailureIgnoreCountAnnotation, with the same fallbacks to 0."""
-    return _parse_count_annotation(annotations, INDEX_IGNORED_FAILURE_COUNT_ANNOTATION)
+    return _parse_count_annotation(annotations, key)
 
 
 def _int(value: object, default: int | None) -> int | None:
@@ -550,7 +545,9 @@ def needs_failure_facts(
     )
 
 
-def parse_pod(body: Mapping[str, Any]) -> PodInfo:
+def parse_pod(body: Mapping[str, Any], kind: JobKind) -> PodInfo:
+    """The fields of a pod the core reads, its tracking finalizer, job label and index
+    annotations those of ``kind``."""
     meta = _as_dict(body.get("metadata"))
     spec = _as_dict(body.get("spec"))
     status = _as_dict(body.get("status"))
@@ -569,7 +566,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         uid=str(meta.get("uid", "")),
         phase=phase,
         deleting=deleting,
-        has_finalizer=c.TRACKING_FINALIZER in _as_list(meta.get("finalizers")),
+        has_finalizer=kind.finalizer in _as_list(meta.get("finalizers")),
         ready=ready_cond is not None,
         ready_since=parse_time(ready_cond.get("lastTransitionTime")) if ready_cond else None,
         node_assigned=bool(spec.get("nodeName")),
@@ -578,11 +575,13 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         created=parse_time(meta.get("creationTimestamp")),
         finished_at=_finished_at(meta, status) if finished else None,
         namespace=str(meta.get("namespace", "")),
-        label_uid=str(_as_dict(meta.get("labels")).get(c.LABEL_CONTROLLER_UID, "")),
+        label_uid=str(_as_dict(meta.get("labels")).get(kind.controller_uid_label, "")),
         controller_uid=controller_uid(meta),
-        completion_index=get_completion_index(annotations),
-        index_failure_count=get_index_failure_count(annotations),
-        index_ignored_failure_count=get_index_ignored_failure_count(annotations),
+        completion_index=get_completion_index(annotations, kind.completion_index_key),
+        index_failure_count=get_index_failure_count(annotations, kind.index_failure_count_key),
+        index_ignored_failure_count=get_index_ignored_failure_count(
+            annotations, kind.index_ignored_failure_count_key
+        ),
         failure=pod_failure_facts(body) if facts else None,
     )
 
@@ -664,8 +663,3 @@ def is_finished(status: JobStatus) -> bool:
     return has_true_condition(status.conditions, c.COND_COMPLETE) or has_true_condition(
         status.conditions, c.COND_FAILED
     )
-
-
-def selector_for(uid: str) -> str:
-    """The label selector (string form) of a job's pods, exposed through /scale."""
-    return f"{c.LABEL_CONTROLLER_UID}={uid}"

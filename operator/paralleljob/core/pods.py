@@ -11,24 +11,9 @@ from typing import Any
 from .. import constants as c
 from ..json_types import JsonDict
 from .indexed import pod_templates
-from .model import parse_job
+from .kind import JobKind
+from .model import Job
 from .sync import PodPlan
-
-
-def owner_reference(job: Mapping[str, Any]) -> JsonDict:
-    meta = job["metadata"]
-    return {
-        "apiVersion": c.API_VERSION,
-        "kind": c.KIND,
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "controller": True,
-        "blockOwnerDeletion": True,
-    }
-
-
-def pod_labels(job_name: str, job_uid: str) -> dict[str, str]:
-    return {c.LABEL_JOB_NAME: job_name, c.LABEL_CONTROLLER_UID: job_uid}
 
 
 def job_template(job: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -39,6 +24,7 @@ def job_template(job: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def build_pod(
     job: Mapping[str, Any],
+    kind: JobKind,
     template: Mapping[str, Any] | None = None,
     generate_name: str | None = None,
 ) -> JsonDict:
@@ -51,15 +37,16 @@ def build_pod(
         template = job_template(job)
     tmeta = template.get("metadata", {}) or {}
     labels = dict(tmeta.get("labels", {}) or {})
-    labels.update(pod_labels(meta["name"], meta["uid"]))
-    finalizers = [f for f in (tmeta.get("finalizers") or []) if f != c.TRACKING_FINALIZER]
-    finalizers.append(c.TRACKING_FINALIZER)
+    labels[kind.job_name_label] = meta["name"]
+    labels[kind.controller_uid_label] = meta["uid"]
+    finalizers = [f for f in (tmeta.get("finalizers") or []) if f != kind.finalizer]
+    finalizers.append(kind.finalizer)
     pod_meta: JsonDict = {
         "generateName": generate_name or f"{meta['name']}-"[: c.MAX_GENERATE_NAME_PREFIX],
         "namespace": meta["namespace"],
         "labels": labels,
         "finalizers": finalizers,
-        "ownerReferences": [owner_reference(job)],
+        "ownerReferences": [kind.owner_reference(meta["name"], meta["uid"])],
     }
     annotations = tmeta.get("annotations")
     if annotations:
@@ -72,7 +59,9 @@ def build_pod(
     }
 
 
-def new_pod_bodies(job: Mapping[str, Any], plan: PodPlan) -> Iterator[JsonDict]:
+def new_pod_bodies(
+    body: Mapping[str, Any], job: Job, plan: PodPlan, kind: JobKind
+) -> Iterator[JsonDict]:
     """The bodies of the pods ``plan`` creates for ``job`` (its JSON), built as they are
     needed, in creation order: each from the job's template, endlessly (the caller takes
     ``plan.create`` of them); or for an Indexed job one per index of
@@ -81,8 +70,9 @@ def new_pod_bodies(job: Mapping[str, Any], plan: PodPlan) -> Iterator[JsonDict]:
     the pods in ``plan.replaced``."""
     if not plan.create_indexes:
         while True:
-            yield build_pod(job)
-    parsed = parse_job(job)
-    templates = pod_templates(parsed, job_template(job), plan.create_indexes, dict(plan.replaced))
+            yield build_pod(body, kind)
+    templates = pod_templates(
+        job, job_template(body), plan.create_indexes, kind, dict(plan.replaced)
+    )
     for template, generate_name in templates:
-        yield build_pod(job, template, generate_name)
+        yield build_pod(body, kind, template, generate_name)

@@ -60,6 +60,7 @@ from .indexed import (
     track_succeeded_indexes,
 )
 from .intervals import OrderedIntervals, intervals_total
+from .kind import PARALLELJOB, JobKind
 from .model import (
     Condition,
     Job,
@@ -68,7 +69,6 @@ from .model import (
     find_condition,
     has_true_condition,
     is_finished,
-    selector_for,
 )
 from .pod_failure_policy import (
     REASON_POD_FAILURE_POLICY,
@@ -99,6 +99,8 @@ class SyncInput:
     #: Pods whose finalizer removal succeeded but is not yet in the cache.
     expected_removed_finalizers: frozenset[str] = frozenset()
     config: CoreConfig = field(default_factory=CoreConfig)
+    #: The job's kind: the label its pods' selector names.
+    kind: JobKind = PARALLELJOB
 
 
 @dataclass(frozen=True)
@@ -314,7 +316,7 @@ def _with_display(ctx: SyncContext, status: JobStatus) -> JobStatus:
     job = ctx.job
     return replace(
         status,
-        selector=selector_for(job.uid),
+        selector=ctx.inp.kind.selector(job.uid),
         observed_generation=job.generation,
         status_text=display.status_text(status, job.deleting),
         completions_text=display.completions_text(job.spec, status.succeeded),

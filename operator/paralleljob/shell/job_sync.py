@@ -169,6 +169,7 @@ class JobSync:
                 expectations_satisfied=expectations.satisfied(pods, now),
                 expected_removed_finalizers=expectations.expected_removed_finalizers(pods, now),
                 config=self.config.core,
+                kind=rt.kind,
             )
         )
 

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..config import ControllerConfig
-from ..core.indexed import pod_templates
 from ..core.model import PodInfo
-from ..core.pods import build_pod, job_template
+from ..core.pods import new_pod_bodies
 from ..core.sync import PodOutcome, PodPlan
 from ..json_types import JsonDict
 from . import metrics
@@ -112,7 +111,7 @@ class PodWriter:
         created = 0
         batch = state.slow_start_batch
         remaining = plan.create
-        new_pods = _new_pods(rt, plan)
+        new_pods = new_pod_bodies(rt.body, rt.job, plan, rt.kind)
         while remaining > 0:
             size = min(batch, remaining)
             batch_pods = [next(new_pods) for _ in range(size)]
@@ -221,16 +220,3 @@ class PodWriter:
         except ApiError as exc:
             if exc.status not in (404, 409, 422):
                 log.warning("releasing pod %s/%s failed: %s", pod.namespace, pod.name, exc)
-
-
-def _new_pods(rt: JobRuntime, plan: PodPlan) -> Iterator[JsonDict]:
-    """The pods ``plan`` creates, built as they are needed: from the job's template, or
-    for an Indexed job from its index's (addCompletionIndexEnvVariables and the rest of
-    manageJob's per-index template)."""
-    body = rt.body
-    if not plan.create_indexes:
-        while True:
-            yield build_pod(body)
-    templates = pod_templates(rt.job, job_template(body), plan.create_indexes, dict(plan.replaced))
-    for template, generate_name in templates:
-        yield build_pod(body, template, generate_name)

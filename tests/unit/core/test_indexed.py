@@ -22,7 +22,6 @@ import pytest
 from paralleljob import constants as c
 from paralleljob.core.indexed import (
     COMPLETION_INDEX_ENV_NAME,
-    COMPLETION_INDEX_LABEL,
     add_completion_index_annotation,
     add_completion_index_env_variables,
     add_completion_index_label,
@@ -40,10 +39,8 @@ from paralleljob.core.indexed import (
     template_for_index,
 )
 from paralleljob.core.intervals import OrderedIntervals
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
-    COMPLETION_INDEX_ANNOTATION,
-    INDEX_FAILURE_COUNT_ANNOTATION,
-    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     POD_REPLACEMENT_FAILED,
     POD_REPLACEMENT_TERMINATING_OR_FAILED,
     Job,
@@ -69,6 +66,11 @@ from paralleljob.core.pod_failure_policy import (
 from ..indexed_pods import indexed_pod
 from ..sim import T0
 from .specs import indexed_spec
+
+COMPLETION_INDEX_ANNOTATION = PARALLELJOB.completion_index_key
+COMPLETION_INDEX_LABEL = PARALLELJOB.completion_index_key
+INDEX_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_failure_count_key
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_ignored_failure_count_key
 
 S, F, P, R = c.SUCCEEDED, c.FAILED, c.PENDING, c.RUNNING
 #: The pod condition of a disrupted pod (v1.DisruptionTarget).
@@ -737,7 +739,7 @@ def test_pod_generate_name_with_index(job_name: str, index: int, want: str) -> N
 )
 def test_get_index_failure_count(annotations: dict[str, str] | None, want: int) -> None:
     """Ports TestGetIndexFailureCount."""
-    assert get_index_failure_count(annotations) == want
+    assert get_index_failure_count(annotations, PARALLELJOB.index_failure_count_key) == want
     pod = indexed_pod(PodInfo("p", "p"), annotations)
     assert pod.index_failure_count == want
 
@@ -758,7 +760,7 @@ def test_get_index_failure_count(annotations: dict[str, str] | None, want: int) 
 def test_get_completion_index(value: str | None, want: int | None) -> None:
     """getCompletionIndex (upstream tests it through hollow pods' "-2"/"invalid"/noIndex)."""
     annotations = {} if value is None else {COMPLETION_INDEX_ANNOTATION: value}
-    assert get_completion_index(annotations) == want
+    assert get_completion_index(annotations, PARALLELJOB.completion_index_key) == want
 
 
 def test_completion_index_is_read_from_the_annotation_only() -> None:
@@ -766,7 +768,7 @@ def test_completion_index_is_read_from_the_annotation_only() -> None:
     body: dict[str, Any] = {
         "metadata": {"name": "p", "uid": "u", "labels": {COMPLETION_INDEX_LABEL: "3"}},
     }
-    assert parse_pod(body).completion_index is None
+    assert parse_pod(body, PARALLELJOB).completion_index is None
 
 
 ENV_FROM_LABEL = {
@@ -790,7 +792,7 @@ def test_env_variable_added_to_every_container() -> None:
         },
     }
     before = copy.deepcopy(template)
-    out = add_completion_index_env_variables(template)
+    out = add_completion_index_env_variables(template, PARALLELJOB)
     assert template == before
     assert out["spec"]["initContainers"][0]["env"] == [ENV_FROM_LABEL]
     assert out["spec"]["containers"][0]["env"] == [{"name": "X", "value": "1"}, ENV_FROM_LABEL]
@@ -801,7 +803,7 @@ def test_env_variable_from_annotation() -> None:
     """The pre-PodIndexLabel field path (checkJobCompletionEnvVariable with
     podIndexLabelDisabled)."""
     out = add_completion_index_env_variables(
-        {"spec": {"containers": [{"name": "m"}]}}, from_label=False
+        {"spec": {"containers": [{"name": "m"}]}}, PARALLELJOB, from_label=False
     )
     path = out["spec"]["containers"][0]["env"][0]["valueFrom"]["fieldRef"]["fieldPath"]
     assert path == f"metadata.annotations['{COMPLETION_INDEX_ANNOTATION}']"
@@ -809,8 +811,8 @@ def test_env_variable_from_annotation() -> None:
 
 def test_annotation_and_label_added_to_a_copy() -> None:
     template: dict[str, Any] = {"spec": {}}
-    annotated = add_completion_index_annotation(template, 4)
-    labelled = add_completion_index_label(annotated, 4)
+    annotated = add_completion_index_annotation(template, 4, PARALLELJOB)
+    labelled = add_completion_index_label(annotated, 4, PARALLELJOB)
     assert template == {"spec": {}}
     assert annotated["metadata"] == {"annotations": {COMPLETION_INDEX_ANNOTATION: "4"}}
     assert labelled["metadata"] == {
@@ -842,7 +844,7 @@ def test_index_failure_count_annotation(
 ) -> None:
     """addIndexFailureCountAnnotation: the ignored count only when above 0."""
     out = add_index_failure_count_annotation(
-        {"metadata": {"annotations": {"k": "v"}}}, job, replaced
+        {"metadata": {"annotations": {"k": "v"}}}, job, replaced, PARALLELJOB
     )
     assert out["metadata"]["annotations"] == {"k": "v", **want}
 
@@ -861,7 +863,7 @@ def test_template_for_index() -> None:
     before = copy.deepcopy(template)
     delayed = {2: build_pod("old", failure_count="1", phase=F, index="2")}
     job = replace(new_job(3, backoff_limit_per_index=2), name="pj")
-    out, generate_name = template_for_index(template, job, 2, delayed)
+    out, generate_name = template_for_index(template, job, 2, delayed, PARALLELJOB)
     assert template == before
     assert generate_name == "pj-2-"
     assert out["spec"] == {"containers": [], "hostname": pod_hostname("pj", 2)}
@@ -870,5 +872,5 @@ def test_template_for_index() -> None:
         "labels": {"a": "b", COMPLETION_INDEX_LABEL: "2"},
         "annotations": {COMPLETION_INDEX_ANNOTATION: "2", INDEX_FAILURE_COUNT_ANNOTATION: "2"},
     }
-    out, _ = template_for_index(template, replace(new_job(3), name="pj"), 0, delayed)
+    out, _ = template_for_index(template, replace(new_job(3), name="pj"), 0, delayed, PARALLELJOB)
     assert out["metadata"]["annotations"] == {COMPLETION_INDEX_ANNOTATION: "0"}

@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
-    COMPLETION_INDEX_ANNOTATION,
-    INDEX_FAILURE_COUNT_ANNOTATION,
-    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     JobSpec,
@@ -30,6 +28,10 @@ from paralleljob.core.pod_failure_policy import ContainerStatus, PodCondition, P
 from paralleljob.timeutil import format_time, parse_time
 
 from ..sim import T0
+
+COMPLETION_INDEX_ANNOTATION = PARALLELJOB.completion_index_key
+INDEX_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_failure_count_key
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_ignored_failure_count_key
 
 
 @pytest.mark.parametrize(
@@ -122,7 +124,7 @@ def _pod(**overrides: Any) -> dict[str, Any]:
 
 
 def test_parse_running_pod() -> None:
-    pod = parse_pod(_pod())
+    pod = parse_pod(_pod(), PARALLELJOB)
     assert pod.active and pod.ready and pod.node_assigned and pod.has_finalizer
     assert pod.restarts == 7 and pod.max_restarts == 4
     assert pod.ready_since == T0 + timedelta(seconds=5)
@@ -137,7 +139,7 @@ def test_parse_finished_pod_uses_latest_container_finish() -> None:
             {"state": {"terminated": {"finishedAt": "2026-01-01T12:00:07Z"}}},
         ],
     }
-    pod = parse_pod(_pod(status=status))
+    pod = parse_pod(_pod(status=status), PARALLELJOB)
     assert pod.failed and not pod.active
     assert pod.finished_at == T0 + timedelta(seconds=9)
 
@@ -149,7 +151,7 @@ def test_parse_deleted_pod_finish_is_deletion_minus_grace() -> None:
         "deletionTimestamp": "2026-01-01T12:00:30Z",
         "deletionGracePeriodSeconds": 30,
     }
-    pod = parse_pod({"metadata": meta, "status": {"phase": "Running"}})
+    pod = parse_pod({"metadata": meta, "status": {"phase": "Running"}}, PARALLELJOB)
     assert pod.deleting and pod.terminating and pod.failed and not pod.has_finalizer
     assert pod.finished_at == T0
 
@@ -272,13 +274,13 @@ def test_index_annotations_are_parsed_into_the_pod_info() -> None:
             INDEX_IGNORED_FAILURE_COUNT_ANNOTATION: "x",
         },
     }
-    pod = parse_pod({"metadata": meta})
+    pod = parse_pod({"metadata": meta}, PARALLELJOB)
     assert (pod.completion_index, pod.index_failure_count, pod.index_ignored_failure_count) == (
         2,
         3,
         0,
     )
-    plain = parse_pod(_pod())
+    plain = parse_pod(_pod(), PARALLELJOB)
     assert (plain.completion_index, plain.index_failure_count) == (None, 0)
 
 
@@ -313,7 +315,8 @@ def _failed_status(**more: Any) -> dict[str, Any]:
 
 def test_a_failed_pod_keeps_what_a_pod_failure_policy_matches() -> None:
     pod = parse_pod(
-        _pod(metadata={"name": "p", "namespace": "ns", "uid": "u"}, status=_failed_status())
+        _pod(metadata={"name": "p", "namespace": "ns", "uid": "u"}, status=_failed_status()),
+        PARALLELJOB,
     )
     assert pod.failure == PodFailureFacts(
         namespace="ns",
@@ -362,7 +365,9 @@ def test_only_pods_that_failed_or_end_keep_failure_facts(
 ) -> None:
     """A running pod keeps no exit codes nor conditions: 10k running pods cost no more."""
     meta = {"name": "p", "uid": "u", **metadata}
-    assert (parse_pod({"metadata": meta, "status": status}).failure is not None) == kept
+    assert (
+        parse_pod({"metadata": meta, "status": status}, PARALLELJOB).failure is not None
+    ) == kept
 
 
 @pytest.mark.parametrize(

@@ -7,20 +7,26 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME, COMPLETION_INDEX_LABEL
+from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
-    COMPLETION_INDEX_ANNOTATION,
-    INDEX_FAILURE_COUNT_ANNOTATION,
-    INDEX_IGNORED_FAILURE_COUNT_ANNOTATION,
     PodInfo,
+    parse_job,
 )
 from paralleljob.core.pods import build_pod, new_pod_bodies
 from paralleljob.core.sync import PodPlan
+from paralleljob.json_types import JsonDict
+
+COMPLETION_INDEX_ANNOTATION = PARALLELJOB.completion_index_key
+COMPLETION_INDEX_LABEL = PARALLELJOB.completion_index_key
+INDEX_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_failure_count_key
+INDEX_IGNORED_FAILURE_COUNT_ANNOTATION = PARALLELJOB.index_ignored_failure_count_key
 
 ENV = {
     "name": COMPLETION_INDEX_ENV_NAME,
@@ -48,12 +54,16 @@ def indexed(**spec: Any) -> dict[str, Any]:
     return job(completionMode="Indexed", completions=4, parallelism=4, **spec)
 
 
+def _bodies(body: dict[str, Any], plan: PodPlan) -> Iterator[JsonDict]:
+    return new_pod_bodies(body, parse_job(body), plan, PARALLELJOB)
+
+
 def test_a_non_indexed_job_s_pods_all_come_from_its_template() -> None:
     """As many as the caller takes, each build_pod(job), each its own copy."""
     body = job(completions=3, parallelism=3)
     before = copy.deepcopy(body)
-    pods = list(itertools.islice(new_pod_bodies(body, PodPlan(create=3)), 3))
-    assert pods == [build_pod(body)] * 3
+    pods = list(itertools.islice(_bodies(body, PodPlan(create=3)), 3))
+    assert pods == [build_pod(body, PARALLELJOB)] * 3
     assert pods[0]["metadata"]["generateName"] == "pj-"
     pods[0]["spec"]["containers"].append({})
     assert pods[1]["spec"]["containers"] == [{"name": "c", "image": "i"}]
@@ -65,7 +75,7 @@ def test_an_indexed_job_gets_one_pod_per_index_in_order() -> None:
     generateName <job>-<index>-, JOB_COMPLETION_INDEX from the label; then no more."""
     body = indexed()
     before = copy.deepcopy(body)
-    pods = list(new_pod_bodies(body, PodPlan(create=2, create_indexes=(0, 3))))
+    pods = list(_bodies(body, PodPlan(create=2, create_indexes=(0, 3))))
     assert [p["metadata"]["generateName"] for p in pods] == ["pj-0-", "pj-3-"]
     assert [p["spec"]["hostname"] for p in pods] == ["pj-0", "pj-3"]
     first = pods[0]["metadata"]
@@ -112,7 +122,7 @@ def test_with_backoff_limit_per_index_a_pod_carries_its_index_s_failures(
     plan = PodPlan(
         create=1, create_indexes=(2,), replaced=() if replaced is None else ((2, replaced),)
     )
-    [pod] = new_pod_bodies(indexed(backoffLimitPerIndex=3), plan)
+    [pod] = _bodies(indexed(backoffLimitPerIndex=3), plan)
     assert pod["metadata"]["annotations"] == {COMPLETION_INDEX_ANNOTATION: "2", **want}
 
 
@@ -120,7 +130,7 @@ def test_without_backoff_limit_per_index_no_failure_count() -> None:
     """Only a job with backoffLimitPerIndex counts its indexes' failures."""
     replaced = PodInfo("old", "old", c.FAILED, completion_index=1, index_failure_count=1)
     plan = PodPlan(create=1, create_indexes=(1,), replaced=((1, replaced),))
-    [pod] = new_pod_bodies(indexed(), plan)
+    [pod] = _bodies(indexed(), plan)
     assert pod["metadata"]["annotations"] == {COMPLETION_INDEX_ANNOTATION: "1"}
 
 
@@ -128,6 +138,6 @@ def test_a_long_indexed_job_name_is_cut_before_the_index() -> None:
     """podGenerateNameWithIndex: the generateName fits MAX_GENERATE_NAME_PREFIX."""
     body = indexed()
     body["metadata"]["name"] = "j" * 60
-    [pod] = new_pod_bodies(body, PodPlan(create=1, create_indexes=(12,)))
+    [pod] = _bodies(body, PodPlan(create=1, create_indexes=(12,)))
     assert pod["metadata"]["generateName"] == "j" * 54 + "-12-"
     assert len(pod["metadata"]["generateName"]) == c.MAX_GENERATE_NAME_PREFIX

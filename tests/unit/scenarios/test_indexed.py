@@ -18,9 +18,9 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import CoreConfig
-from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME, COMPLETION_INDEX_LABEL
+from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
-    COMPLETION_INDEX_ANNOTATION,
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     POD_REPLACEMENT_TERMINATING_OR_FAILED,
@@ -55,6 +55,9 @@ MATCHED_0 = (REASON_SUCCESS_POLICY, "Matched rules at index 0")
 POD_FAILURE_MESSAGE = (
     "Pod default/mypod-0 has condition DisruptionTarget matching FailJob rule at index 0"
 )
+
+COMPLETION_INDEX_ANNOTATION = PARALLELJOB.completion_index_key
+COMPLETION_INDEX_LABEL = PARALLELJOB.completion_index_key
 
 CREATE, DELETE, RELEASE = "create_pod", "delete_pod", "remove_pod_finalizer"
 
