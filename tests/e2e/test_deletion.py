@@ -3,8 +3,6 @@ job controller; the operator releases the pods' tracking finalizers when it is b
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from tests.support.wait import wait_until
@@ -13,8 +11,6 @@ from .conftest import Operator
 from .support import Kubectl, held, kwok_template
 
 pytestmark = [pytest.mark.kwok]
-
-OLD_FINALIZER = "paralleljob.dev/operator"
 
 
 def test_a_job_is_deleted_while_the_operator_is_down_and_its_pods_released_on_return(
@@ -34,20 +30,3 @@ def test_a_job_is_deleted_while_the_operator_is_down_and_its_pods_released_on_re
     )
     operator.start()
     wait_until(lambda: k.pods("orphaned") == [], timeout=30, what="the pods released and gone")
-
-
-def test_the_finalizer_of_earlier_versions_is_removed_from_existing_jobs(
-    operator: Operator, k: Kubectl
-) -> None:
-    operator.kill()
-    body = {
-        "apiVersion": "paralleljob.dev/v1alpha1",
-        "kind": "ParallelJob",
-        "metadata": {"name": "migrated", "finalizers": [OLD_FINALIZER]},
-        "spec": {"completions": 1, "parallelism": 1, "template": kwok_template("0s")},
-    }
-    k.run("create", "-f", "-", input=json.dumps(body))
-    operator.start()
-    wait_until(lambda: k.finished("migrated"), timeout=60, what="migrated done")
-    assert OLD_FINALIZER not in (k.pj("migrated")["metadata"].get("finalizers") or [])
-    k.run("delete", "pj", "migrated", "--timeout=20s")
