@@ -15,6 +15,10 @@ from tests.support.wait import wait_until
 
 from .conftest import STREAM, StartWorker, dead_letters, entries, free_port, pending
 
+#: How long a worker process may take to start and take its first item: its interpreter
+#: and imports, on a machine that also runs the cluster and two other test workers.
+STARTUP = 30
+
 # Items a shell or a careless split would change: spaces at both ends, tabs, quotes,
 # backslashes, glob and variable syntax, a lone \r, non-UTF-8 bytes.
 AWKWARD = [
@@ -131,7 +135,7 @@ def test_workers_exit_only_once_nothing_is_pending_anywhere(
 ) -> None:
     client.xadd(STREAM, {"item": b"slow"})
     busy = start_worker("busy", WAIT_FOR_GO, "--visibility-timeout", "0.5")
-    wait_until(lambda: lines(tmp_path / "started"), timeout=10, what="the item to start")
+    wait_until(lambda: lines(tmp_path / "started"), timeout=STARTUP, what="the item to start")
     # From here on only the idle worker reclaims (busy runs its command) and only busy's
     # heartbeat claims (XCLAIM ... JUSTID, in its script).
     reclaims, renewals = calls(client, "xautoclaim"), calls(client, "xclaim")
@@ -164,7 +168,7 @@ def test_sigterm_kills_a_long_command_after_the_grace_period_and_leaves_its_item
 ) -> None:
     client.xadd(STREAM, {"item": b"long"})
     stopped = start_worker("stopped", WAIT_FOR_GO, "--grace-seconds", "0.5")
-    wait_until(lambda: lines(tmp_path / "started"), timeout=10, what="the item to start")
+    wait_until(lambda: lines(tmp_path / "started"), timeout=STARTUP, what="the item to start")
     stopped.signal(signal.SIGTERM)
     assert stopped.wait() == 128 + signal.SIGTERM
     assert "stopped by SIGTERM" in stopped.stderr()
@@ -185,7 +189,7 @@ def test_sigterm_lets_a_command_finish_within_the_grace_period(
     client.xadd(STREAM, {"item": b"first"})
     client.xadd(STREAM, {"item": b"second"})
     worker = start_worker("w1", WAIT_FOR_GO, "--grace-seconds", "20")
-    wait_until(lambda: lines(tmp_path / "started"), timeout=10, what="the item to start")
+    wait_until(lambda: lines(tmp_path / "started"), timeout=STARTUP, what="the item to start")
     worker.signal(signal.SIGTERM)
     wait_until(lambda: "grace period" in worker.stderr(), timeout=10, what="SIGTERM to be seen")
     (tmp_path / "go").touch()
