@@ -104,7 +104,7 @@ class Sim:
     def sync(self) -> SyncResult:
         self.runtime.offer(copy.deepcopy(self.api.job))  # the job watch's newest event
         try:
-            report = asyncio.run(self.controller.sync(self.runtime))
+            report = asyncio.run(self.controller.syncer.sync(self.runtime))
         except Crash:
             self._crash_at = None
             self.restart_operator()

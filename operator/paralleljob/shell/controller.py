@@ -26,7 +26,7 @@ from .api import ControllerApi
 from .claims import PodsOf
 from .events import Recorder
 from .job_loops import JobLoops, loop_clock
-from .job_sync import REAL_CLOCK, Clock, JobSync, SyncReport
+from .job_sync import REAL_CLOCK, Clock, JobSync
 from .pod_writer import PodWriter
 from .progress import Stall, stalls
 from .ref_manager import candidate_jobs
@@ -73,10 +73,6 @@ class Controller:
 
     def pending_syncs(self) -> int:
         return self.loops.pending_syncs()
-
-    async def sync(self, rt: JobRuntime) -> SyncReport:
-        """One sync of the job (job_sync.py)."""
-        return await self.syncer.sync(rt)
 
     # -- watch events ------------------------------------------------------------------
     def job_seen(self, body: Mapping[str, Any]) -> None:

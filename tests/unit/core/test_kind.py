@@ -95,7 +95,7 @@ def test_the_shell_syncs_a_second_kind_with_its_keys_and_no_duration_refresh() -
     config = ControllerConfig(sync_batch_seconds=0.0, status_batch_seconds=0.0)
     controller = Controller(api, FakeRecorder(), config, api.pods_of, kind=SECOND)
     rt = JobRuntime(api.job, kind=SECOND)
-    report = asyncio.run(controller.sync(rt))
+    report = asyncio.run(controller.syncer.sync(rt))
     created = [call.body for call in api.calls if call.method == "create_pod"]
     assert len(created) == 2
     assert all(body and body["metadata"]["finalizers"] == [SECOND.finalizer] for body in created)

@@ -646,7 +646,7 @@ def test_an_ignored_failure_is_carried_as_an_ignored_count() -> None:
 def _sync(sim: Sim) -> SyncReport:
     """One Controller.sync of the Sim's job, whatever it does (Sim.sync wants a result)."""
     sim.runtime.offer(copy.deepcopy(sim.api.job))
-    return asyncio.run(sim.controller.sync(sim.runtime))
+    return asyncio.run(sim.controller.syncer.sync(sim.runtime))
 
 
 RUNNING_JOB = JobStatus(active=1, ready=1, start_time=T0)
@@ -710,7 +710,7 @@ def test_a_job_managed_elsewhere_gets_no_spec_defaults_written() -> None:
     sim = Sim(JobSpec(managed_by="example.com/other"))
     del sim.api.job["spec"]["parallelism"]
     rt = JobRuntime(copy.deepcopy(sim.api.job))
-    report = asyncio.run(sim.controller.sync(rt))
+    report = asyncio.run(sim.controller.syncer.sync(rt))
     assert report.delay is None and report.result is None
     assert sim.api.calls == []
 

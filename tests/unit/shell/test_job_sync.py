@@ -292,7 +292,7 @@ def _failed_sync_calls(sim: Sim, error: type[Exception]) -> list[str]:
     """The calls of a sync that raises ``error``, run as the job loop runs it."""
     mark = len(sim.api.calls)
     with pytest.raises(error):
-        asyncio.run(sim.controller.sync(sim.runtime))
+        asyncio.run(sim.controller.syncer.sync(sim.runtime))
     return [call.method for call in sim.api.calls[mark:]]
 
 
@@ -370,7 +370,7 @@ def _assert_no_write_counted_a_pod_twice(sim: Sim, scenario: Scenario) -> None:
 def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else() -> None:
     api = FakeApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
     rt = JobRuntime(api.job)
-    report = asyncio.run(controller_for(api).sync(rt))
+    report = asyncio.run(controller_for(api).syncer.sync(rt))
     assert report == SyncReport(delay=0.0), "sync again, from the version written"
     assert [call.method for call in api.calls] == ["patch_job"]
     spec = api.job["spec"]
@@ -379,7 +379,7 @@ def test_a_job_gets_the_api_server_s_spec_defaults_written_before_anything_else(
     assert "podReplacementPolicy" not in spec, "read as TerminatingOrFailed, not written"
     assert rt.body == api.job
     # The next sync starts from the defaulted job and writes no default again.
-    report = asyncio.run(controller_for(api).sync(rt))
+    report = asyncio.run(controller_for(api).syncer.sync(rt))
     assert report.result is not None
     assert [call.method for call in api.calls].count("patch_job") == 1
 
@@ -398,10 +398,10 @@ def test_a_spec_default_the_api_server_drops_is_not_written_again() -> None:
     api = PruningApi({**JOB, "spec": {"template": JOB["spec"]["template"]}})
     rt = JobRuntime(api.job)
     controller = controller_for(api)
-    assert asyncio.run(controller.sync(rt)).result is None
+    assert asyncio.run(controller.syncer.sync(rt)).result is None
     assert rt.unstored_defaults == {"completionMode"}
     rt.offer(copy.deepcopy(api.job))
-    assert asyncio.run(controller.sync(rt)).result is not None
+    assert asyncio.run(controller.syncer.sync(rt)).result is not None
     assert [call.method for call in api.calls].count("patch_job") == 1
     assert len(api.pods) == 1
 
@@ -424,7 +424,7 @@ def test_an_indexed_job_s_pods_are_built_from_the_template_for_their_index() -> 
     }
     spec = {**JOB["spec"], "completionMode": "Indexed", "parallelism": 3, "template": template}
     api = FakeApi({**JOB, "spec": spec})
-    report = asyncio.run(controller_for(api).sync(JobRuntime(api.job)))
+    report = asyncio.run(controller_for(api).syncer.sync(JobRuntime(api.job)))
     assert report.plan.create_indexes == (0, 1, 2)
     bodies = [call.body for call in api.calls if call.method == "create_pod"]
     assert [b["metadata"]["generateName"] for b in bodies if b] == ["job-0-", "job-1-", "job-2-"]
@@ -488,7 +488,7 @@ def test_creations_refused_in_a_terminating_namespace_are_no_error_and_not_retri
     }
     message = "unable to create new content in namespace ns because it is being terminated"
     sim.api.fail("create_pod", ApiError(403, "Forbidden", message, cause))
-    report = asyncio.run(sim.controller.sync(sim.runtime))
+    report = asyncio.run(sim.controller.syncer.sync(sim.runtime))
     assert report.outcome.create_error is None
     assert sim.runtime.pods.create_retry.failures == 0, (
         "no retry back-off: only an event wakes the job"

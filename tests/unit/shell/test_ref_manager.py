@@ -92,7 +92,7 @@ def test_a_refused_adoption_fails_the_sync_before_anything_is_counted() -> None:
     sim.api.fail("adopt_pod", ApiError(500, "InternalError", "etcd is away"))
     mark = len(sim.api.calls)
     with pytest.raises(ApiError):
-        asyncio.run(sim.controller.sync(sim.runtime))
+        asyncio.run(sim.controller.syncer.sync(sim.runtime))
     assert [call.method for call in sim.api.calls[mark:]] == ["adopt_pod"]
 
 
@@ -116,5 +116,5 @@ def test_a_pod_event_handled_during_the_claim_never_settles_a_stale_snapshot() -
         return [p for p in sim.api.pods_of(uid) if p.uid != hidden.uid]
 
     runtime.offer(sim.api.job)
-    report = asyncio.run(sim.controller.sync(runtime))
+    report = asyncio.run(sim.controller.syncer.sync(runtime))
     assert report.plan.create == 0, "not while a creation is unobserved"

@@ -31,7 +31,7 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
         for api in apis:
             use_api(controller, api)
             rt = JobRuntime(api.job)
-            await controller.sync(rt)  # creates its pods, writes status
+            await controller.syncer.sync(rt)  # creates its pods, writes status
             # A minute later, nothing changed but the DURATION text ("0s" -> "60s").
             started = datetime.fromisoformat(api.job["status"]["startTime"])
             api.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
@@ -41,7 +41,7 @@ def test_duration_only_writes_wait_for_a_slot_of_the_shared_budget() -> None:
         for api, rt in zip(apis, runtimes, strict=True):
             use_api(controller, api)
             before = len(api.calls)
-            waits.append((await controller.sync(rt)).delay)
+            waits.append((await controller.syncer.sync(rt)).delay)
             writes = [call for call in api.calls[before:] if call.method == WRITE]
             assert len(writes) == (1 if api is apis[0] else 0)
         assert apis[0].job["status"]["durationText"] == "60s"
@@ -62,7 +62,7 @@ def test_progress_writes_of_many_jobs_share_the_progress_budget() -> None:
         for api in apis:
             use_api(controller, api)
             rt = JobRuntime(api.job)
-            await controller.sync(rt)  # creates its pods, writes the start
+            await controller.syncer.sync(rt)  # creates its pods, writes the start
             runtimes.append(rt)
 
         async def one_pod_succeeds_and_syncs(api: FakeApi, rt: JobRuntime) -> tuple[float, int]:
@@ -71,7 +71,7 @@ def test_progress_writes_of_many_jobs_share_the_progress_budget() -> None:
             use_api(controller, api)
             rt.offer(copy.deepcopy(api.job))
             before = len(api.calls)
-            delay = (await controller.sync(rt)).delay
+            delay = (await controller.syncer.sync(rt)).delay
             released = [call for call in api.calls[before:] if call.method == RELEASE]
             return delay or 0.0, len(released)
 
@@ -94,7 +94,7 @@ def test_progress_writes_of_many_jobs_share_the_progress_budget() -> None:
         api.pods[uid] = replace(api.pods[uid], phase=c.FAILED)
         rt.offer(copy.deepcopy(api.job))
         use_api(controller, api)
-        await controller.sync(rt)
+        await controller.syncer.sync(rt)
         assert api.job["status"]["failed"] == 1
         assert controller.progress_write_waiting() == 2
 
@@ -106,17 +106,17 @@ def test_duration_only_writes_wait_while_the_api_client_is_busy() -> None:
         api = FakeApi(job_named("u-busy"))
         controller = controller_for(api)
         rt = JobRuntime(api.job)
-        await controller.sync(rt)
+        await controller.syncer.sync(rt)
         started = datetime.fromisoformat(api.job["status"]["startTime"])
         api.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
         rt.offer(copy.deepcopy(api.job))
         api.busy = True
         before = len(api.calls)
-        report = await controller.sync(rt)
+        report = await controller.syncer.sync(rt)
         assert [c.method for c in api.calls[before:]] == [], "no cosmetic write while busy"
         assert report.delay == pytest.approx(1.0)
         api.busy = False
-        await controller.sync(rt)
+        await controller.syncer.sync(rt)
         assert api.job["status"]["durationText"] == "60s"
 
     asyncio.run(scenario())
@@ -136,14 +136,14 @@ def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> 
         busy_rt, idle_rt = JobRuntime(busy.job), JobRuntime(idle.job)
         for api, rt in ((busy, busy_rt), (idle, idle_rt)):
             use_api(controller, api)
-            await controller.sync(rt)
+            await controller.syncer.sync(rt)
         # The busy job's progress takes a slot of the budget two seconds ahead.
         use_api(controller, busy)
         for _ in range(2):
             uid = next(u for u, p in sorted(busy.pods.items()) if p.phase != c.SUCCEEDED)
             busy.pods[uid] = replace(busy.pods[uid], phase=c.SUCCEEDED)
             busy_rt.offer(copy.deepcopy(busy.job))
-            await controller.sync(busy_rt)
+            await controller.syncer.sync(busy_rt)
         assert controller.progress_write_waiting() == 1
         # The idle job's DURATION is a minute stale: its refresh waits for that write.
         use_api(controller, idle)
@@ -151,7 +151,7 @@ def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> 
         idle.job["status"]["startTime"] = format_time(started - timedelta(seconds=60))
         idle_rt.offer(copy.deepcopy(idle.job))
         before = len(idle.calls)
-        report = await controller.sync(idle_rt)
+        report = await controller.syncer.sync(idle_rt)
         assert [c.method for c in idle.calls[before:]] == [], "no cosmetic write meanwhile"
         assert report.delay == pytest.approx(1.0)
         # The busy job's slots come, one per 2 s: it records its pod, then counts it.
@@ -159,10 +159,10 @@ def test_duration_only_writes_wait_while_jobs_wait_for_the_progress_budget() -> 
         for _ in range(2):
             now[0] += 2.0
             busy_rt.offer(copy.deepcopy(busy.job))
-            await controller.sync(busy_rt)
+            await controller.syncer.sync(busy_rt)
         assert controller.progress_write_waiting() == 0
         use_api(controller, idle)
-        await controller.sync(idle_rt)
+        await controller.syncer.sync(idle_rt)
         assert idle.job["status"]["durationText"] == "60s"
 
     asyncio.run(scenario())
