@@ -256,6 +256,13 @@ wait_for() {
   done
 }
 
+# apply OBJECTS: kubectl apply of what the function OBJECTS prints. Under
+# wait_for, a transient answer ("etcdserver: request timed out", a 429) is
+# retried: apply is idempotent.
+apply() {
+  "$1" | kubectl apply -f -
+}
+
 node_ready() {
   [ "$(kubectl get node "$1" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
@@ -281,12 +288,18 @@ import_images() {
 
 # ---------------------------------------------------------------- components
 
+# --unsafe-no-fsync: a throwaway test cluster on a machine whose 2 cores and
+# disk the tests share. With fsync, a CI machine's etcd answered the first
+# writes with "etcdserver: request timed out": a proposal not committed in
+# time, which a slow WAL sync causes.
+# Writes still reach the page cache, so a killed etcd (the chaos tests)
+# restarts with its data; only a crash of the host could lose some.
 start_etcd() {
   start etcd "$ETCD_BIN" --name local --data-dir "$CLUSTER_DIR/etcd" \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster local=http://127.0.0.1:2380 \
-    --quota-backend-bytes 4294967296 --log-level warn
+    --quota-backend-bytes 4294967296 --unsafe-no-fsync --log-level warn
 }
 
 start_containerd() {
@@ -366,7 +379,7 @@ start_scheduler() {
 # hack/cluster/coredns-objects.yaml).
 start_coredns() {
   corefile >"$CLUSTER_DIR/Corefile"
-  coredns_objects | kubectl apply -f - >/dev/null
+  wait_for kube-apiserver 60 apply coredns_objects
   start coredns "$COREDNS_BIN" -conf "$CLUSTER_DIR/Corefile"
 }
 
@@ -389,7 +402,7 @@ start_kubelet() {
 
 # The kwok node object, then kwok, which plays its kubelet.
 start_kwok() {
-  kwok_node | kubectl apply -f - >/dev/null
+  wait_for kube-apiserver 60 apply kwok_node
   start kwok "$KWOK_BIN" \
     --kubeconfig="$CLUSTER_DIR/kwok.kubeconfig" \
     --config="$HACK_DIR/cluster/kwok-stages.yaml" \
