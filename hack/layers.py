@@ -146,7 +146,8 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
     config = ControllerConfig(sync_batch_seconds=0.0, status_batch_seconds=0.0)
     controller = Controller(api, fake_recorder(), config, api.pods_of, job_exists=lambda u: True)
     app = handlers.App()
-    app.controller = controller
+    app.kinds = (PARALLELJOB,)
+    app.controllers = {PARALLELJOB.kind: controller}
     memo = kopf.Memo(app=app)
     controller.job_seen(api.job)
     await _until(lambda: len(api.pods) == 1 and _idle(controller))

@@ -22,6 +22,7 @@ from typing import Any
 from . import constants as c
 from .config import (
     LOG_LEVELS,
+    MANAGE_JOBS_OFF,
     LeaderElectionConfig,
     OperatorConfig,
     api_config_from_env,
@@ -30,6 +31,7 @@ from .config import (
     controller_config_from_env,
     leader_election_config_from_env,
     listen_url,
+    manage_jobs,
     port_from_env,
 )
 from .shell.kube import ApiError, ConfigError, Kube, load_configuration
@@ -52,6 +54,10 @@ def parse_args(argv: Sequence[str] | None = None) -> OperatorConfig:
         return OperatorConfig(
             namespaces=_namespaces(args.namespace),
             log_level=args.log_level,
+            manage_jobs=manage_jobs(
+                args.manage_jobs or os.environ.get("PJ_MANAGE_JOBS") or DEFAULTS.manage_jobs,
+                "--manage-jobs" if args.manage_jobs else "PJ_MANAGE_JOBS",
+            ),
             bind_address=(
                 bind_address(args.bind_address, "--bind-address")
                 if args.bind_address is not None
@@ -97,6 +103,14 @@ def _parser() -> argparse.ArgumentParser:
         type=str.lower,
         default=(os.environ.get("PJ_LOG_LEVEL") or DEFAULTS.log_level).lower(),
         help=f"debug, info, warning or error (default: $PJ_LOG_LEVEL or {DEFAULTS.log_level})",
+    )
+    parser.add_argument(
+        "--manage-jobs",
+        metavar="MODE",
+        help="which batch/v1 Jobs to reconcile besides every ParallelJob: managed-by (those "
+        f"whose spec.managedBy is {c.MANAGED_BY}), all (also those naming no controller or "
+        "the built-in: for a cluster without kube-controller-manager's job controller) or "
+        f"off (default: $PJ_MANAGE_JOBS, else {DEFAULTS.manage_jobs})",
     )
     parser.add_argument(
         "--bind-address",
@@ -224,7 +238,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import kopf
 
-    from . import handlers  # noqa: F401  (registers the handlers)
+    from . import handlers  # registers the handlers
+
+    if config.manage_jobs != MANAGE_JOBS_OFF:
+        handlers.watch_jobs()
 
     # What is imported by now (kopf, aiohttp, the kubernetes client: some 60,000 objects)
     # lives as long as the process. Frozen, it is no longer walked by every full

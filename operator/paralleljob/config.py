@@ -164,10 +164,30 @@ class LeaderElectionConfig:
     retry_period_seconds: float = 1.0
 
 
+#: PJ_MANAGE_JOBS: which batch/v1 Jobs the operator reconciles, besides every ParallelJob.
+#: ``managed-by``: those whose spec.managedBy names it; ``all``: also those naming no
+#: controller or the built-in (a cluster whose kube-controller-manager runs without its
+#: job controller); ``off``: none.
+MANAGE_JOBS_OFF = "off"
+MANAGE_JOBS_MANAGED_BY = "managed-by"
+MANAGE_JOBS_ALL = "all"
+MANAGE_JOBS_MODES = (MANAGE_JOBS_OFF, MANAGE_JOBS_MANAGED_BY, MANAGE_JOBS_ALL)
+
+
+def manage_jobs(raw: str, name: str) -> str:
+    """A PJ_MANAGE_JOBS value, or a ValueError that names the setting and its values."""
+    value = raw.strip().lower()
+    if value not in MANAGE_JOBS_MODES:
+        raise ValueError(f"{name} must be one of {', '.join(MANAGE_JOBS_MODES)}, not {raw!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class OperatorConfig:
     namespaces: tuple[str, ...] = ()
     log_level: str = "info"
+    #: Which batch/v1 Jobs the operator reconciles (``--manage-jobs``, PJ_MANAGE_JOBS).
+    manage_jobs: str = MANAGE_JOBS_MANAGED_BY
     #: The IP address the liveness probe and the metrics listen on (``--bind-address``,
     #: as kube-controller-manager's): 0.0.0.0 is every IPv4 interface, :: every IPv6 one.
     bind_address: str = "0.0.0.0"

@@ -19,8 +19,21 @@ PLURAL: Final = "paralleljobs"
 LABEL_JOB_NAME: Final = f"{GROUP}/job-name"
 LABEL_CONTROLLER_UID: Final = f"{GROUP}/controller-uid"
 
-#: The operator's own tracking finalizer (upstream's is batch.kubernetes.io/job-tracking).
+#: The operator's own tracking finalizer, on the pods of ParallelJobs and of the Jobs
+#: whose spec.managedBy names the operator (KEP-4368: an external controller must not use
+#: upstream's batch.kubernetes.io/job-tracking).
 TRACKING_FINALIZER: Final = f"{GROUP}/tracking"
+
+#: batch/v1 Job: its API, the prefix of the labels and annotations on its pods, the
+#: built-in controller's tracking finalizer and name (JobControllerName, the value an
+#: unset spec.managedBy stands for).
+JOB_GROUP: Final = "batch"
+JOB_VERSION: Final = "v1"
+JOB_KIND: Final = "Job"
+JOB_PLURAL: Final = "jobs"
+JOB_KEY_PREFIX: Final = "batch.kubernetes.io"
+JOB_TRACKING_FINALIZER: Final = f"{JOB_KEY_PREFIX}/job-tracking"
+BUILTIN_JOB_CONTROLLER: Final = "kubernetes.io/job-controller"
 
 #: The value of spec.managedBy that names this operator (batch/v1 JobControllerName is
 #: kubernetes.io/job-controller). A job without spec.managedBy is the operator's too;

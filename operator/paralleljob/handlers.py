@@ -1,22 +1,28 @@
-"""The kopf wiring: thin handlers that feed the controller.
+"""The kopf wiring: thin handlers that feed the controllers, one per kind of job
+(core/kind.py): ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
 
 * ``pods_by_job`` -- an index of the operator's pods by their job's uid, holding the
-  few fields the core needs (a PodInfo), never whole pod bodies.
-* ``paralleljobs_by_uid`` -- which jobs exist (to recognise orphaned pods).
+  few fields the core needs (a PodInfo), never whole pod bodies; each pod read as of
+  its kind (kind.kind_of_pod).
+* ``paralleljobs_by_uid``, ``jobs_by_uid`` -- which jobs exist (to recognise orphaned
+  pods).
 * ``pod_event`` -- any event of one of the operator's pods wakes its job's loop: a pod
   event reaches a decision without listing anything. Pods get no create/update
   handlers, so kopf never writes to a pod.
-* ``job_event`` -- the first event of a ParallelJob starts its sync loop (an asyncio
-  task, not a kopf daemon: a daemon would need a finalizer on every ParallelJob, and
-  deleting a job must never wait for the operator); later events wake it; DELETED
-  stops it and releases its pods' finalizers.
+* ``paralleljob_event``, ``job_event`` -- the first event of a job starts its sync loop
+  (an asyncio task, not a kopf daemon: a daemon would need a finalizer on every job,
+  and deleting a job must never wait for the operator); later events wake it; DELETED
+  stops it and releases its pods' finalizers. The Job handlers are registered only
+  when Jobs are managed (:func:`watch_jobs`, called by the CLI).
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``startup`` -- builds what the handlers share from the settings in kopf's memo
   (parsed once by the CLI) and serves the Prometheus metrics (metrics.py).
 
-The pod watch is filtered on the server by the label selector
-``paralleljob.dev/controller-uid`` (settings.watching.label_selectors).
+The pod watch is filtered on the server by the label every pod the operator creates
+carries (kind.WATCH_LABEL, settings.watching.label_selectors), except with
+PJ_MANAGE_JOBS=all: then the pods the built-in Job controller created are the
+operator's too, and they carry only ``batch.kubernetes.io/controller-uid``.
 """
 
 from __future__ import annotations
@@ -24,14 +30,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import kopf
 from aiohttp import web
 
-from .config import OperatorConfig
-from .core.kind import PARALLELJOB
+from .config import MANAGE_JOBS_ALL, MANAGE_JOBS_OFF, OperatorConfig
+from .core.kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
 from .core.model import PodInfo, parse_pod
 from .shell import metrics
 from .shell.controller import Controller
@@ -42,15 +48,27 @@ from .shell.ref_manager import candidate_jobs
 
 log = logging.getLogger(__name__)
 
-#: The one kind of job the operator runs today (core/kind.py: the seam for a second).
-KIND = PARALLELJOB
-POD_SELECTOR = {KIND.controller_uid_label: kopf.PRESENT}
+#: What a pod event is read as when no Job controller runs (the keys are the same for
+#: both settings of batch_job).
+_JOB_PODS = batch_job(take_unmanaged=False)
+#: The labels that make a pod one of a job's: the operator's, or a Job's (all mode).
+_POD_LABELS = (WATCH_LABEL, _JOB_PODS.controller_uid_label)
+
+
+def job_kinds(config: OperatorConfig) -> tuple[JobKind, ...]:
+    """The kinds of job the operator reconciles with these settings, a pod's kind looked
+    up in this order (a Job's pods made by the operator carry both kinds' labels)."""
+    if config.manage_jobs == MANAGE_JOBS_OFF:
+        return (PARALLELJOB,)
+    return (batch_job(take_unmanaged=config.manage_jobs == MANAGE_JOBS_ALL), PARALLELJOB)
 
 
 class App:
     """What the handlers share, built at startup inside kopf's event loop."""
 
-    controller: Controller
+    #: A controller per kind of job, by kind name (JobKind.kind).
+    controllers: dict[str, Controller]
+    kinds: tuple[JobKind, ...]
     kube: Kube
     recorder: EventRecorder
     metrics_server: web.AppRunner | None
@@ -70,6 +88,20 @@ def _pods_of(index: kopf.Index[str, PodInfo]) -> Callable[[str], list[PodInfo]]:
         return list(store) if store is not None else []
 
     return pods_of
+
+
+def _is_jobs_pod(labels: Mapping[str, str], **_: Any) -> bool:
+    return any(label in labels for label in _POD_LABELS)
+
+
+def _read_pod(app: App, body: kopf.Body) -> tuple[Controller, PodInfo] | None:
+    """The controller of a pod's kind and the pod read as of that kind; None for a pod
+    of a kind not reconciled."""
+    kind = kind_of_pod(body.get("metadata", {}), app.kinds)
+    controller = app.controllers.get(kind.kind) if kind is not None else None
+    if kind is None or controller is None:
+        return None
+    return controller, parse_pod(body, kind)
 
 
 @kopf.on.login()
@@ -114,36 +146,36 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> None:
-    """Builds the controller once, with the indexes kopf fills (empty until the
-    initial listing): the pods by job uid, and which jobs exist."""
+    """Builds a controller per kind once, with the indexes kopf fills (empty until the
+    initial listing): the pods by job uid, and which jobs of each kind exist."""
     config: OperatorConfig = getattr(memo, "config", None) or OperatorConfig()
     settings.posting.enabled = False  # the operator posts its own Events
     settings.persistence.diffbase_storage = NoDiffBase()
-    settings.watching.label_selectors["", "v1", "pods"] = KIND.controller_uid_label
+    if config.manage_jobs != MANAGE_JOBS_ALL:
+        settings.watching.label_selectors["", "v1", "pods"] = WATCH_LABEL
     settings.execution.max_workers = 2  # nothing runs in threads
     api = config.api
     kube = Kube(
-        await load_configuration(),
-        concurrency=api.concurrency,
-        qps=api.qps,
-        burst=api.burst,
-        kind=KIND,
+        await load_configuration(), concurrency=api.concurrency, qps=api.qps, burst=api.burst
     )
-    recorder = EventRecorder(kube)
     app = App()
     app.kube = kube
-    app.recorder = recorder
-    pods_by_job: kopf.Index[str, PodInfo] = kwargs["pods_by_job"]
-    jobs: kopf.Index[str, bool] = kwargs["paralleljobs_by_uid"]
-    app.controller = Controller(
-        kube,
-        recorder,
-        config.controller,
-        pods_of=_pods_of(pods_by_job),
-        job_exists=lambda uid: uid in jobs,
-        kind=KIND,
-    )
-    metrics.track_state(app.controller)
+    app.recorder = EventRecorder(kube)
+    app.kinds = job_kinds(config)
+    pods_of = _pods_of(kwargs["pods_by_job"])
+    indexes = {PARALLELJOB.kind: "paralleljobs_by_uid", _JOB_PODS.kind: "jobs_by_uid"}
+    app.controllers = {}
+    for kind in app.kinds:
+        jobs: kopf.Index[str, bool] = kwargs[indexes[kind.kind]]
+        app.controllers[kind.kind] = Controller(
+            kube.for_kind(kind),
+            app.recorder,
+            config.controller,
+            pods_of=pods_of,
+            job_exists=lambda uid, jobs=jobs: uid in jobs,  # type: ignore[misc]
+            kind=kind,
+        )
+    metrics.track_state(list(app.controllers.values()))
     app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
         await metrics.serve(config.metrics_port, address=config.bind_address)
@@ -157,41 +189,66 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> 
 async def cleanup(memo: Any, **_: Any) -> None:
     app = _app(memo)
     app.loop_lag.cancel()
-    await app.controller.stop_all()
+    await asyncio.gather(*(c.stop_all() for c in app.controllers.values()))
     if app.metrics_server is not None:
         await app.metrics_server.cleanup()
     await app.recorder.close()
     await app.kube.close()
 
 
-@kopf.index("", "v1", "pods", labels=POD_SELECTOR)
-async def pods_by_job(body: kopf.Body, **_: Any) -> dict[str, PodInfo]:
-    pod = parse_pod(body, KIND)
+@kopf.index("", "v1", "pods", when=_is_jobs_pod)
+async def pods_by_job(body: kopf.Body, memo: Any, **_: Any) -> dict[str, PodInfo]:
+    read = _read_pod(_app(memo), body)
+    if read is None:
+        return {}
+    pod = read[1]
     return {uid: pod for uid in candidate_jobs(pod)}
 
 
-@kopf.index(KIND.group, KIND.version, KIND.plural)
+@kopf.index(PARALLELJOB.group, PARALLELJOB.version, PARALLELJOB.plural)
 async def paralleljobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
     return {uid or "": True}
 
 
-@kopf.on.event("", "v1", "pods", labels=POD_SELECTOR)
+async def jobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
+    return {uid or "": True}
+
+
+@kopf.on.event("", "v1", "pods", when=_is_jobs_pod)
 async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
-    await _app(memo).controller.pod_seen(parse_pod(body, KIND), gone=event.get("type") == "DELETED")
+    read = _read_pod(_app(memo), body)
+    if read is not None:
+        controller, pod = read
+        await controller.pod_seen(pod, gone=event.get("type") == "DELETED")
 
 
-@kopf.on.event(KIND.group, KIND.version, KIND.plural)
-async def job_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+async def _job_event(controller: Controller, event: kopf.RawEvent) -> None:
     """Every job event (and the initial listing) drives that job's loop."""
     obj = event.get("object")
     if not isinstance(obj, dict):
         return
-    controller = _app(memo).controller
     if event.get("type") == "DELETED":
         meta = obj.get("metadata", {})
         await controller.job_gone(str(meta.get("uid", "")), str(meta.get("namespace", "")))
         return
     controller.job_seen(obj)
+
+
+@kopf.on.event(PARALLELJOB.group, PARALLELJOB.version, PARALLELJOB.plural)
+async def paralleljob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+    await _job_event(_app(memo).controllers[PARALLELJOB.kind], event)
+
+
+async def job_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+    await _job_event(_app(memo).controllers[_JOB_PODS.kind], event)
+
+
+def watch_jobs() -> None:
+    """Registers the batch/v1 Job handlers (PJ_MANAGE_JOBS is not off): the operator
+    then lists and watches Jobs, which needs its RBAC's jobs rule."""
+    resource = (_JOB_PODS.group, _JOB_PODS.version, _JOB_PODS.plural)
+    kopf.index(*resource)(jobs_by_uid)
+    kopf.on.event(*resource)(job_event)
 
 
 @kopf.on.probe(id="progress")
@@ -200,7 +257,8 @@ async def progress(memo: Any, **_: Any) -> dict[str, int]:
     app: App | None = getattr(memo, "app", None)
     if app is None:  # before startup
         return {"jobs": 0}
-    found = app.controller.stalls(time.monotonic())
+    now = time.monotonic()
+    found = [stall for c in app.controllers.values() for stall in c.stalls(now)]
     if found:
         raise kopf.PermanentError(describe(found))
-    return {"jobs": len(app.controller.jobs)}
+    return {"jobs": sum(len(c.jobs) for c in app.controllers.values())}

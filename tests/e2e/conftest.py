@@ -229,10 +229,12 @@ def running(op: Operator, namespace: str, request: pytest.FixtureRequest) -> Ite
 
 
 def cleanup(op: Operator, namespace: str) -> None:
-    """Deletes the test's jobs while the operator runs, so that no finalizer is left."""
+    """Deletes the test's jobs (ParallelJobs and Jobs) while the operator runs, so that
+    no finalizer is left."""
     if not op.running:
         op.start()
     kubectl("delete", "pj", "--all", "-n", namespace, "--wait=false", check=False)
+    kubectl("delete", "jobs", "--all", "-n", namespace, "--wait=false", check=False)
 
     def all_released() -> bool:
         jobs = json.loads(kubectl("get", "pj", "-n", namespace, "-o", "json").stdout)["items"]

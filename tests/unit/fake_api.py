@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from paralleljob.core.kind import PARALLELJOB
+from paralleljob.core.kind import PARALLELJOB, JobKind
 from paralleljob.core.model import PodInfo, parse_pod
 from paralleljob.core.sync import Event
 from paralleljob.shell.api import ApiError
@@ -73,8 +73,12 @@ def _utc_now() -> datetime:
 
 
 class FakeApi:
-    def __init__(self, job: JsonDict, now: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(
+        self, job: JsonDict, now: Callable[[], datetime] = _utc_now, kind: JobKind = PARALLELJOB
+    ) -> None:
         self.job = copy.deepcopy(job)
+        #: The job's kind: how the pods created are read back (their finalizers).
+        self.kind = kind
         self.job["metadata"].setdefault("resourceVersion", "1")
         self._rv = itertools.count(int(self.job["metadata"]["resourceVersion"]) + 1)
         self._now = now
@@ -184,7 +188,7 @@ class FakeApi:
         stored = copy.deepcopy(pod)
         created = format_time(self._now())
         stored["metadata"].update(name=name, uid=f"uid-{n}", creationTimestamp=created)
-        info = parse_pod(stored, PARALLELJOB)
+        info = parse_pod(stored, self.kind)
         self.pods[info.uid] = info
         self.created.append(info.uid)
         return stored
@@ -205,7 +209,9 @@ class FakeApi:
 
         self._call(Call("remove_pod_finalizer", name), remove)
 
-    async def adopt_pod(self, namespace: str, name: str, uid: str, owner: JsonDict) -> None:
+    async def adopt_pod(
+        self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str
+    ) -> None:
         def adopt() -> None:
             pod = self._pod(name, uid)
             if pod.controller_uid is not None:

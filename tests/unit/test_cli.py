@@ -100,6 +100,46 @@ def test_cli_rejects_bad_options(argv: list[str]) -> None:
     assert exc.value.code == 2
 
 
+@pytest.mark.parametrize(
+    ("argv", "env", "mode"),
+    [
+        ([], {}, "managed-by"),
+        ([], {"PJ_MANAGE_JOBS": "All"}, "all"),
+        (["--manage-jobs", "off"], {"PJ_MANAGE_JOBS": "all"}, "off"),
+    ],
+)
+def test_which_jobs_to_manage_comes_from_the_flag_else_the_environment(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], env: dict[str, str], mode: str
+) -> None:
+    monkeypatch.delenv("PJ_MANAGE_JOBS", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert parse_args(argv).manage_jobs == mode
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "name"),
+    [
+        (["--manage-jobs", "some"], {}, "--manage-jobs"),
+        ([], {"PJ_MANAGE_JOBS": "some"}, "PJ_MANAGE_JOBS"),
+    ],
+)
+def test_an_unknown_manage_jobs_setting_is_refused_with_its_values(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    argv: list[str],
+    env: dict[str, str],
+    name: str,
+) -> None:
+    monkeypatch.delenv("PJ_MANAGE_JOBS", raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as exc:
+        parse_args(argv)
+    assert exc.value.code == 2
+    assert f"{name} must be one of off, managed-by, all, not 'some'" in capsys.readouterr().err
+
+
 def test_cli_rejects_bad_tuning(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -13,6 +13,7 @@ import pytest
 from paralleljob import constants as c
 from paralleljob import handlers
 from paralleljob.config import ControllerConfig
+from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import PodInfo
 from paralleljob.shell.controller import Controller
 from paralleljob.shell.runtime import JobRuntime
@@ -47,10 +48,12 @@ def _memo(
     api = FakeApi(JOB)
     app = handlers.App()
     known = jobs or {}
-    app.controller = Controller(
+    controller = Controller(
         api, FakeRecorder(), config, api.pods_of, job_exists=lambda uid: uid in known
     )
-    return kopf.Memo(app=app), app.controller, api
+    app.kinds = (PARALLELJOB,)
+    app.controllers = {PARALLELJOB.kind: controller}
+    return kopf.Memo(app=app), controller, api
 
 
 async def _pod_event(memo: kopf.Memo) -> None:
@@ -115,7 +118,8 @@ def test_the_pod_index_keeps_a_pod_s_completion_index() -> None:
             "paralleljob.dev/job-index-failure-count": "2",
         },
     }
-    index = asyncio.run(pods_by_job(body={**POD, "metadata": meta}))
+    memo, _, _ = _memo(ControllerConfig())
+    index = asyncio.run(pods_by_job(body={**POD, "metadata": meta}, memo=memo))
     pod = index["u-1"]
     assert (pod.completion_index, pod.index_failure_count) == (4, 2)
 

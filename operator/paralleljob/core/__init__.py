@@ -7,7 +7,7 @@ do next. Nothing here does I/O: it imports only the package's leaves (``config``
 
 from .backoff import delay_seconds
 from .intervals import intervals_total, parse_indexes_from_string
-from .kind import PARALLELJOB, JobKind
+from .kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
 from .managed_by import managed_by_external_controller
 from .model import (
     INDEXED_COMPLETION,
@@ -42,12 +42,14 @@ from .sync import (
 )
 
 #: What the shell calls: one sync's steps and their values, the job and its pods as
-#: values and their parsers, spec.managedBy, the pod bodies, the ordered intervals.
+#: values and their parsers, the kinds of job, spec.managedBy, the pod bodies, the
+#: ordered intervals.
 __all__ = [
     "INDEXED_COMPLETION",
     "NON_INDEXED_COMPLETION",
     "PARALLELJOB",
     "POD_REPLACEMENT_FAILED",
+    "WATCH_LABEL",
     "Condition",
     "Event",
     "Job",
@@ -61,12 +63,14 @@ __all__ = [
     "SyncInput",
     "SyncResult",
     "Tracked",
+    "batch_job",
     "build_pod",
     "count_and_enact",
     "delay_seconds",
     "intervals_total",
     "is_finished",
     "job_template",
+    "kind_of_pod",
     "managed_by_external_controller",
     "new_pod_bodies",
     "parse_indexes_from_string",

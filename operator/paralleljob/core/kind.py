@@ -3,23 +3,32 @@ kind of job object lives in a :class:`JobKind`, which the shell and the pod buil
 take. The core's decisions (sync.py and the policies) are the same for every kind.
 
 A kind names its API (group, version, plural, status subresource), the keys of the
-labels and annotations it puts on its pods, its tracking finalizer, the owner
-reference its pods carry, the spec defaults the operator writes, and whether its
-printed DURATION needs the operator to write ``status.durationText``. ParallelJob is
-the one kind today; a batch/v1 Job adapter is a second instance of the same class
-(``batch``, ``v1``, ``jobs``, the ``batch.kubernetes.io/`` keys), not a fork of the
-shell.
+labels and annotations it puts on its pods, its tracking finalizers, the owner
+reference its pods carry, the spec defaults the operator writes, which values of
+spec.managedBy it reconciles, which status fields its API stores, whether its printed
+DURATION needs the operator to write ``status.durationText``, and whether the operator
+deletes its finished jobs at ``ttlSecondsAfterFinished``. Two kinds: :data:`PARALLELJOB`
+and batch/v1 Job (:func:`batch_job`), instances of one class, not forks of the shell.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import constants as c
 from ..json_types import JsonDict
-from .model import spec_defaults_patch
+from .model import JobStatus, job_status_to_dict, spec_defaults_patch, status_to_dict
+
+
+def _stored_as_is(status: JobStatus) -> JobStatus:
+    return status
+
+
+def _no_spec_defaults(spec: Mapping[str, Any]) -> JsonDict | None:
+    """A batch/v1 Job is defaulted by the API server itself (SetDefaults_Job)."""
+    return None
 
 
 @dataclass(frozen=True)
@@ -31,13 +40,26 @@ class JobKind:
     #: The prefix of the pod labels and annotations: ``<prefix>/job-name``,
     #: ``<prefix>/controller-uid``, ``<prefix>/job-completion-index``, ...
     key_prefix: str
-    #: The tracking finalizer on the kind's pods.
+    #: The tracking finalizer of the pods of a job that names the operator.
     finalizer: str
     #: The spec fields the operator writes when the API server did not default them.
     spec_defaults: Callable[[Mapping[str, Any]], JsonDict | None]
     #: Whether ``status.durationText`` must be refreshed for DURATION to show (a CRD's
     #: printer columns cannot compute it; the API server prints a Job's itself).
     refresh_duration: bool
+    #: The values of spec.managedBy whose jobs the operator reconciles (None: unset).
+    controllers: frozenset[str | None] = frozenset({None, c.MANAGED_BY})
+    #: The built-in controller's finalizer, for the pods of the jobs the operator runs
+    #: in its stead (spec.managedBy unset or the built-in's): so that the built-in can
+    #: take them back without losing a count. None: the kind has no built-in.
+    builtin_finalizer: str | None = None
+    #: The status the kind's API stores of what the core computes (a Job's has no
+    #: printed texts, selector, observed generation or back-off), and its JSON.
+    stored_status: Callable[[JobStatus], JobStatus] = _stored_as_is
+    status_json: Callable[[JobStatus], JsonDict] = status_to_dict
+    #: Whether the operator deletes a job once ttlSecondsAfterFinished has run out (a
+    #: Job's is deleted by kube-controller-manager's TTL-after-finished controller).
+    deletes_expired: bool = True
 
     @property
     def api_version(self) -> str:
@@ -64,6 +86,30 @@ class JobKind:
     def index_ignored_failure_count_key(self) -> str:
         return f"{self.key_prefix}/job-index-ignored-failure-count"
 
+    @property
+    def finalizers(self) -> tuple[str, ...]:
+        """Every tracking finalizer a pod of the kind may carry: any of them tracks it,
+        and a pod released loses them all."""
+        return (self.finalizer,) + ((self.builtin_finalizer,) if self.builtin_finalizer else ())
+
+    @property
+    def stores_backoff(self) -> bool:
+        """Whether the kind's status keeps the pod-failure back-off across restarts."""
+        probe = JobStatus(failures_since_success=1)
+        return self.stored_status(probe).failures_since_success == 1
+
+    def pod_finalizer(self, spec: Mapping[str, Any]) -> str:
+        """The tracking finalizer of the pods the operator creates or adopts for a job
+        (its spec): the built-in's for a job that names no controller or the built-in,
+        else the operator's own."""
+        if self.builtin_finalizer is not None and spec.get("managedBy") != c.MANAGED_BY:
+            return self.builtin_finalizer
+        return self.finalizer
+
+    def reconciles(self, spec: Mapping[str, Any]) -> bool:
+        """Whether the operator reconciles a job of this kind with this spec."""
+        return spec.get("managedBy") in self.controllers
+
     def selector(self, uid: str) -> str:
         """The label selector (string form) of a job's pods, exposed through /scale."""
         return f"{self.controller_uid_label}={uid}"
@@ -87,6 +133,14 @@ class JobKind:
             "blockOwnerDeletion": True,
         }
 
+    def owns(self, meta: Mapping[str, Any]) -> bool:
+        """Whether a pod's metadata says it is of this kind: its controller reference
+        names the kind, or, an orphan, it carries the kind's controller-uid label."""
+        for ref in meta.get("ownerReferences") or ():
+            if isinstance(ref, Mapping) and ref.get("controller") is True:
+                return ref.get("kind") == self.kind and ref.get("apiVersion") == self.api_version
+        return self.controller_uid_label in (meta.get("labels") or {})
+
 
 PARALLELJOB = JobKind(
     group=c.GROUP,
@@ -98,3 +152,55 @@ PARALLELJOB = JobKind(
     spec_defaults=spec_defaults_patch,
     refresh_duration=True,
 )
+
+#: The label every pod the operator creates carries, a Job's too: the pod watch's
+#: selector (a label selector cannot say "this key or that one").
+WATCH_LABEL = c.LABEL_CONTROLLER_UID
+
+
+def stored_job_status(status: JobStatus) -> JobStatus:
+    """What batch/v1 JobStatus stores of a status: none of ParallelJob's additions."""
+    return replace(
+        status,
+        failures_since_success=0,
+        last_failure_time=None,
+        selector="",
+        observed_generation=0,
+        status_text="",
+        completions_text="",
+        duration_text="",
+        containers_text="",
+        images_text="",
+    )
+
+
+def batch_job(take_unmanaged: bool) -> JobKind:
+    """batch/v1 Job. The operator reconciles the Jobs whose spec.managedBy names it;
+    with ``take_unmanaged`` (a cluster without the built-in Job controller) also those
+    that name no controller or the built-in, whose pods keep the built-in's finalizer."""
+    controllers: frozenset[str | None] = frozenset({c.MANAGED_BY})
+    if take_unmanaged:
+        controllers |= {None, c.BUILTIN_JOB_CONTROLLER}
+    return JobKind(
+        group=c.JOB_GROUP,
+        version=c.JOB_VERSION,
+        plural=c.JOB_PLURAL,
+        kind=c.JOB_KIND,
+        key_prefix=c.JOB_KEY_PREFIX,
+        finalizer=c.TRACKING_FINALIZER,
+        spec_defaults=_no_spec_defaults,
+        refresh_duration=False,
+        controllers=controllers,
+        builtin_finalizer=c.JOB_TRACKING_FINALIZER,
+        stored_status=stored_job_status,
+        status_json=job_status_to_dict,
+        deletes_expired=False,
+    )
+
+
+def kind_of_pod(meta: Mapping[str, Any], kinds: Iterable[JobKind]) -> JobKind | None:
+    """The kind (of ``kinds``, in order) a pod is of, by its metadata; None: none."""
+    for kind in kinds:
+        if kind.owns(meta):
+            return kind
+    return None

@@ -3,11 +3,13 @@
 Ports ``managedByExternalController`` (``pkg/controller/job/job_controller.go``,
 Kubernetes v1.34.4), as with the ``JobManagedBy`` gate on (in v1.34 it is beta and on by
 default, not locked: upstream can be run with it off; the operator cannot): a job whose
-spec.managedBy is set to anything but the operator's own value
-(:data:`~paralleljob.constants.MANAGED_BY`) belongs to another controller (MultiKueue,
-say), and the operator leaves it alone entirely: it creates and deletes no pod, writes
-neither the job's spec defaults nor its status, and removes no finalizer (``syncJob``
-returns at once).
+spec.managedBy names a controller the operator does not play for its kind
+(:attr:`~.kind.JobKind.controllers`: for a ParallelJob, unset or
+:data:`~paralleljob.constants.MANAGED_BY`; for a batch/v1 Job, the operator's value, and
+with ``PJ_MANAGE_JOBS=all`` also unset or the built-in's) belongs to another controller
+(MultiKueue, the built-in Job controller, say), and the operator leaves it alone
+entirely: it creates and deletes no pod, writes neither the job's spec defaults nor its
+status, and removes no finalizer (``syncJob`` returns at once).
 """
 
 from __future__ import annotations
@@ -16,12 +18,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import constants as c
+from .kind import PARALLELJOB, JobKind
 
 
-def managed_by_external_controller(spec: Mapping[str, Any]) -> str | None:
-    """The controller named by ``spec.managedBy`` (the job's spec, batch/v1 JSON) when it
-    is not this operator; None when the job is the operator's (unset, or its value)."""
-    name = spec.get("managedBy")
-    if name is None or name == c.MANAGED_BY:
+def managed_by_external_controller(
+    spec: Mapping[str, Any], kind: JobKind = PARALLELJOB
+) -> str | None:
+    """The controller a job (its spec, batch/v1 JSON) belongs to when it is not this
+    operator (an unset spec.managedBy: the built-in Job controller); None when the
+    operator reconciles it."""
+    if kind.reconciles(spec):
         return None
-    return str(name)
+    name = spec.get("managedBy")
+    return c.BUILTIN_JOB_CONTROLLER if name is None else str(name)

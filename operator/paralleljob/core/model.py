@@ -566,7 +566,7 @@ def parse_pod(body: Mapping[str, Any], kind: JobKind) -> PodInfo:
         uid=str(meta.get("uid", "")),
         phase=phase,
         deleting=deleting,
-        has_finalizer=kind.finalizer in _as_list(meta.get("finalizers")),
+        has_finalizer=any(f in kind.finalizers for f in _as_list(meta.get("finalizers"))),
         ready=ready_cond is not None,
         ready_since=parse_time(ready_cond.get("lastTransitionTime")) if ready_cond else None,
         node_assigned=bool(spec.get("nodeName")),
@@ -644,6 +644,30 @@ def status_to_dict(status: JobStatus) -> JsonDict:
         "containersText": status.containers_text,
         "imagesText": status.images_text,
     }
+
+
+#: The fields of batch/v1 JobStatus, of those status_to_dict writes.
+_JOB_STATUS_FIELDS: Final = (
+    "conditions",
+    "startTime",
+    "completionTime",
+    "active",
+    "ready",
+    "terminating",
+    "succeeded",
+    "failed",
+    "uncountedTerminatedPods",
+    "completedIndexes",
+    "failedIndexes",
+)
+
+
+def job_status_to_dict(status: JobStatus) -> JsonDict:
+    """A batch/v1 Job's status as the body of a merge patch: status_to_dict without
+    ParallelJob's additions, which a Job's API does not have. ``ready`` and
+    ``terminating`` are always written, 0 rather than absent, as upstream writes them."""
+    full = status_to_dict(status)
+    return {key: full[key] for key in _JOB_STATUS_FIELDS}
 
 
 def find_condition(conditions: Sequence[Condition], ctype: str) -> Condition | None:

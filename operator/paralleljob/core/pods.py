@@ -11,7 +11,7 @@ from typing import Any
 from .. import constants as c
 from ..json_types import JsonDict
 from .indexed import pod_templates
-from .kind import JobKind
+from .kind import WATCH_LABEL, JobKind
 from .model import Job
 from .sync import PodPlan
 
@@ -29,7 +29,8 @@ def build_pod(
     generate_name: str | None = None,
 ) -> JsonDict:
     """A pod named ``<job>-<5 random chars>`` (generateName), labelled with the job's name
-    and uid, controlled by the job and carrying the tracking finalizer
+    and uid (and the uid under the label the operator's pod watch selects, which a
+    Job's pods would not have), controlled by the job and carrying the tracking finalizer
     (GetPodFromTemplate). An Indexed job's pod comes from its index's ``template`` and
     ``generate_name`` (``indexed.pod_templates``, see :func:`new_pod_bodies`)."""
     meta = job["metadata"]
@@ -39,8 +40,10 @@ def build_pod(
     labels = dict(tmeta.get("labels", {}) or {})
     labels[kind.job_name_label] = meta["name"]
     labels[kind.controller_uid_label] = meta["uid"]
-    finalizers = [f for f in (tmeta.get("finalizers") or []) if f != kind.finalizer]
-    finalizers.append(kind.finalizer)
+    labels[WATCH_LABEL] = meta["uid"]
+    finalizer = kind.pod_finalizer(job.get("spec") or {})
+    finalizers = [f for f in (tmeta.get("finalizers") or []) if f != finalizer]
+    finalizers.append(finalizer)
     pod_meta: JsonDict = {
         "generateName": generate_name or f"{meta['name']}-"[: c.MAX_GENERATE_NAME_PREFIX],
         "namespace": meta["namespace"],

@@ -99,7 +99,8 @@ class SyncInput:
     #: Pods whose finalizer removal succeeded but is not yet in the cache.
     expected_removed_finalizers: frozenset[str] = frozenset()
     config: CoreConfig = field(default_factory=CoreConfig)
-    #: The job's kind: the label its pods' selector names.
+    #: The job's kind: the label its pods' selector names, whether its finished jobs
+    #: are the operator's to delete.
     kind: JobKind = PARALLELJOB
 
 
@@ -796,7 +797,9 @@ def count_and_enact(
         status = clean_uncounted_pods_without_finalizers(status, still_tracked)
         status, events = _enact_job_finished(ctx, tracked, status)
         status = _with_display(ctx, status)
-    expired, ttl_left = process_ttl(ctx.job, status, ctx.now)
+    expired, ttl_left = (
+        process_ttl(ctx.job, status, ctx.now) if ctx.inp.kind.deletes_expired else (False, None)
+    )
     return SyncResult(
         status=status,
         events=events,

@@ -57,17 +57,19 @@ class PodControl(Protocol):
         ...
 
     async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
-        """Removes the job tracking finalizer (upstream's removeTrackingFinalizerPatch)."""
+        """Removes the job tracking finalizers (upstream's removeTrackingFinalizerPatch)."""
         ...
 
-    async def adopt_pod(self, namespace: str, name: str, uid: str, owner: JsonDict) -> None:
-        """AdoptPod: adds the controller reference ``owner`` and the tracking finalizer to
-        the pod with this ``uid``."""
+    async def adopt_pod(
+        self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str
+    ) -> None:
+        """AdoptPod: adds the controller reference ``owner`` and the tracking
+        ``finalizer`` to the pod with this ``uid``."""
         ...
 
     async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
         """ReleasePod: removes the owner reference to ``owner_uid`` and the tracking
-        finalizer from the pod with this ``uid``."""
+        finalizers from the pod with this ``uid``."""
         ...
 
 

@@ -36,8 +36,9 @@ async def claim(api: PodControl, rt: JobRuntime, pods_of: PodsOf) -> list[PodInf
     if not (claims.adopt or claims.release):
         return list(claims.owned)
     owner = rt.kind.owner_reference(rt.name, rt.uid)
+    finalizer = rt.kind.pod_finalizer(rt.body.get("spec") or {})
     adopted, released = await asyncio.gather(
-        asyncio.gather(*(_adopt(api, rt, p, owner) for p in claims.adopt)),
+        asyncio.gather(*(_adopt(api, rt, p, owner, finalizer) for p in claims.adopt)),
         asyncio.gather(*(_release(api, rt, p) for p in claims.release)),
     )
     errors = [e for e in (*adopted, *released) if isinstance(e, ApiError)]
@@ -52,10 +53,10 @@ async def claim(api: PodControl, rt: JobRuntime, pods_of: PodsOf) -> list[PodInf
 
 
 async def _adopt(
-    api: PodControl, rt: JobRuntime, pod: PodInfo, owner: JsonDict
+    api: PodControl, rt: JobRuntime, pod: PodInfo, owner: JsonDict, finalizer: str
 ) -> PodInfo | ApiError | None:
     try:
-        await api.adopt_pod(rt.namespace, pod.name, pod.uid, owner)
+        await api.adopt_pod(rt.namespace, pod.name, pod.uid, owner, finalizer)
     except ApiError as exc:
         return None if exc.not_found else exc
     log.info("%s/%s: adopted pod %s", rt.namespace, rt.name, pod.name)

@@ -84,7 +84,8 @@ class Controller:
         if rt is None:
             rt = JobRuntime(body, self.clock.monotonic, self.kind)
             # addJob: a job's first event (the initial listing too) counts it once per loop.
-            metrics.record_job_added(managed_by_external_controller(body.get("spec") or {}))
+            spec = body.get("spec") or {}
+            metrics.record_job_added(managed_by_external_controller(spec, self.kind))
             self.loops.start(rt)
             return
         rv = meta.get("resourceVersion")

@@ -118,7 +118,7 @@ class JobSync:
 
     def _managed_elsewhere(self, rt: JobRuntime) -> bool:
         """syncJob's managedByExternalController check, logged once per job."""
-        other = managed_by_external_controller(rt.body.get("spec") or {})
+        other = managed_by_external_controller(rt.body.get("spec") or {}, rt.kind)
         if other is not None and rt.managed_by_logged != other:
             rt.managed_by_logged = other
             log.info(

@@ -9,6 +9,7 @@ them as client-go's rate limiter paces kube-controller-manager's controllers.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import logging
 import os
@@ -101,6 +102,13 @@ class Kube:
         self.host: str = configuration.host
         self._slots = asyncio.Semaphore(max(concurrency, 1))
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
+
+    def for_kind(self, kind: JobKind) -> Kube:
+        """The same client, connections and rate limit, addressing another kind's jobs
+        and pods' finalizers (one budget for every kind, as one client-go client)."""
+        view = copy.copy(self)
+        view.kind = kind
+        return view
 
     def has_spare_budget(self) -> bool:
         """No rate limit, or at least half the burst unused: nothing is queueing."""
@@ -204,13 +212,16 @@ class Kube:
         await self.request("DELETE", self.pods_path(namespace, name), body=body)
 
     async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
-        """Upstream's removeTrackingFinalizerPatch (a strategic merge patch)."""
-        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": [self.kind.finalizer]}}
+        """Upstream's removeTrackingFinalizerPatch (a strategic merge patch), for each of
+        the kind's tracking finalizers."""
+        patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": list(self.kind.finalizers)}}
         await self._patch_pod(namespace, name, patch)
 
-    async def adopt_pod(self, namespace: str, name: str, uid: str, owner: JsonDict) -> None:
+    async def adopt_pod(
+        self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str
+    ) -> None:
         """Upstream's ownerRefControllerPatch; the API server refuses a second controller."""
-        meta = {"uid": uid, "ownerReferences": [owner], "finalizers": [self.kind.finalizer]}
+        meta = {"uid": uid, "ownerReferences": [owner], "finalizers": [finalizer]}
         await self._patch_pod(namespace, name, {"metadata": meta})
 
     async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
@@ -218,7 +229,7 @@ class Kube:
         meta = {
             "uid": uid,
             "ownerReferences": [{"$patch": "delete", "uid": owner_uid}],
-            "$deleteFromPrimitiveList/finalizers": [self.kind.finalizer],
+            "$deleteFromPrimitiveList/finalizers": list(self.kind.finalizers),
         }
         await self._patch_pod(namespace, name, {"metadata": meta})
 

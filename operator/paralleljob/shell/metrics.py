@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Sequence, Sized
 from typing import Protocol
 
 from aiohttp import web
 from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
 
+from .. import constants as c
 from ..core.intervals import intervals_total, parse_indexes_from_string
 from ..core.model import POD_REPLACEMENT_FAILED, JobSpec, JobStatus
 
@@ -231,8 +232,9 @@ def record_finished_indexes(spec: JobSpec, before: JobStatus, after: JobStatus) 
 
 def record_job_added(external_controller: str | None) -> None:
     """addJob's jobs_by_external_controller_total: a job first seen whose spec.managedBy
-    names another controller (managed_by.managed_by_external_controller)."""
-    if external_controller is not None:
+    names another controller (managed_by.managed_by_external_controller), never the
+    built-in Job controller, which upstream's counts as its own."""
+    if external_controller is not None and external_controller != c.BUILTIN_JOB_CONTROLLER:
         JOBS_BY_EXTERNAL_CONTROLLER.labels(external_controller).inc()
 
 
@@ -280,12 +282,17 @@ class ControllerState(Protocol):
     def progress_write_waiting(self) -> int: ...
 
 
-def track_state(controller: ControllerState) -> None:
-    """The gauges are computed when scraped, from the controller's state."""
-    JOBS.set_function(lambda: float(len(controller.jobs)))
-    JOBS_PENDING_SYNC.set_function(lambda: float(controller.pending_syncs()))
-    DURATION_REFRESH_WAITING.set_function(lambda: float(controller.duration_refresh_waiting()))
-    PROGRESS_WRITE_WAITING.set_function(lambda: float(controller.progress_write_waiting()))
+def track_state(controllers: Sequence[ControllerState]) -> None:
+    """The gauges are computed when scraped, from the controllers' state (one per kind
+    of job: their sum)."""
+    JOBS.set_function(lambda: float(sum(len(c.jobs) for c in controllers)))
+    JOBS_PENDING_SYNC.set_function(lambda: float(sum(c.pending_syncs() for c in controllers)))
+    DURATION_REFRESH_WAITING.set_function(
+        lambda: float(sum(c.duration_refresh_waiting() for c in controllers))
+    )
+    PROGRESS_WRITE_WAITING.set_function(
+        lambda: float(sum(c.progress_write_waiting() for c in controllers))
+    )
 
 
 async def serve(port: int, *, address: str) -> web.AppRunner:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
 
 from ..core.kind import PARALLELJOB, JobKind
-from ..core.model import Job, parse_job
+from ..core.model import Job, JobStatus, parse_job
 from .events import JobRef
 from .job_loops import LoopState
 from .pod_writer import PodState
@@ -42,6 +44,9 @@ class JobRuntime:
         self.unstored_defaults: set[str] = set()
         #: The other controller spec.managedBy names, once logged (see managed_by.py).
         self.managed_by_logged: str | None = None
+        #: The pod-failure back-off of a kind whose status cannot keep it (a Job's, as
+        #: upstream's backoffRecordStore: in memory, lost on restart).
+        self._backoff: tuple[int, datetime | None] = (0, None)
 
     @property
     def ref(self) -> JobRef:
@@ -60,10 +65,26 @@ class JobRuntime:
 
     @property
     def job(self) -> Job:
-        """The body parsed, once per version kept."""
+        """The body parsed, once per version kept (with the back-off kept in memory,
+        for a kind whose status has no place for it)."""
         if self._job is None:
-            self._job = parse_job(self.body)
+            job = parse_job(self.body)
+            if not self.kind.stores_backoff:
+                failures, last = self._backoff
+                status = replace(
+                    job.status, failures_since_success=failures, last_failure_time=last
+                )
+                job = replace(job, status=status)
+            self._job = job
         return self._job
+
+    def written(self, status: JobStatus) -> None:
+        """``status`` is the job's now (written, or already there): a kind whose status
+        cannot keep the back-off keeps it here."""
+        backoff = (status.failures_since_success, status.last_failure_time)
+        if not self.kind.stores_backoff and backoff != self._backoff:
+            self._backoff = backoff
+            self._job = None
 
     def offer(self, body: Mapping[str, Any]) -> bool:
         """Keeps the newest version of the job seen (watch event or our own write)."""

@@ -17,7 +17,6 @@ from ..core.model import (
     NON_INDEXED_COMPLETION,
     JobStatus,
     is_finished,
-    status_to_dict,
 )
 from ..core.sync import SyncResult
 from ..json_types import JsonDict
@@ -121,11 +120,14 @@ class StatusWriter:
         """Writes ``status`` unless the job has it already; says whether it wrote.
         The finished pods and jobs it adds are counted in the metrics once written."""
         current = rt.job.status
-        wanted = status_to_dict(status)
-        if wanted == status_to_dict(current):
+        kind = rt.kind
+        wanted = kind.status_json(status)
+        if wanted == kind.status_json(current):
+            rt.written(status)
             return False
         before = rt.body["metadata"].get("resourceVersion")
         written = await self.patch(rt, self.api.patch_job_status, {"status": wanted})
+        rt.written(status)
         state = rt.status
         state.last_written_rv = str(written.get("metadata", {}).get("resourceVersion", ""))
         state.last_write = self.monotonic()
@@ -149,7 +151,7 @@ class StatusWriter:
         refresh)."""
         slots = self.duration_slots
         status = done.status
-        if _only_duration_differs(rt.job.status, status):
+        if _only_duration_differs(rt, status):
             if slots is None or not rt.kind.refresh_duration:
                 return None
             if not self.api.has_spare_budget() or self.progress_write_waiting():
@@ -167,7 +169,8 @@ class StatusWriter:
         """How long a status write waits (see status_batch.py): one that only reports
         progress waits for the job's batch period, then for a slot of the progress
         budget shared by all jobs; the finalizers of pods it records wait with it."""
-        current = rt.job.status
+        stored = rt.kind.stored_status
+        current, wanted = stored(rt.job.status), stored(wanted)
         now = self.monotonic()
         wait = seconds_to_wait(
             current, wanted, rt.status.last_write, now, self.config.status_batch_seconds
@@ -193,7 +196,11 @@ def completion_mode(mode: object) -> str:
     return INDEXED_COMPLETION if mode == INDEXED_COMPLETION else NON_INDEXED_COMPLETION
 
 
-def _only_duration_differs(current: JobStatus, wanted: JobStatus) -> bool:
+def _only_duration_differs(rt: JobRuntime, wanted: JobStatus) -> bool:
+    """Whether writing ``wanted`` would change nothing but DURATION (of what the job's
+    kind stores: a Job's status has no DURATION, so nothing)."""
+    stored = rt.kind.stored_status
+    current, wanted = stored(rt.job.status), stored(wanted)
     return current != wanted and replace(wanted, duration_text=current.duration_text) == current
 
 

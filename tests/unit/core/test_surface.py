@@ -51,9 +51,12 @@ SURFACE = {
     "build_pod",
     "job_template",
     "new_pod_bodies",
-    # The seam for a second kind of job (kind.py).
+    # The kinds of job (kind.py): ParallelJob, batch/v1 Job, which a pod is of.
     "JobKind",
     "PARALLELJOB",
+    "batch_job",
+    "kind_of_pod",
+    "WATCH_LABEL",
     # The retry delays the shell's back-off shares (backoff.py).
     "delay_seconds",
     # The ordered intervals the metrics read (intervals.py).
