@@ -53,6 +53,7 @@ log = logging.getLogger(__name__)
 _JOB_PODS = batch_job(take_unmanaged=False)
 #: The labels that make a pod one of a job's: the operator's, or a Job's (all mode).
 _POD_LABELS = (WATCH_LABEL, _JOB_PODS.controller_uid_label)
+_TRACKING_FINALIZERS = frozenset(_JOB_PODS.finalizers + PARALLELJOB.finalizers)
 
 
 def job_kinds(config: OperatorConfig) -> tuple[JobKind, ...]:
@@ -90,8 +91,15 @@ def _pods_of(index: kopf.Index[str, PodInfo]) -> Callable[[str], list[PodInfo]]:
     return pods_of
 
 
-def _is_jobs_pod(labels: Mapping[str, str], **_: Any) -> bool:
-    return any(label in labels for label in _POD_LABELS)
+def _is_jobs_pod(meta: Mapping[str, Any], **_: Any) -> bool:
+    """A pod labelled as a job's; or one that was and still holds a tracking finalizer
+    (its labels removed: with PJ_MANAGE_JOBS=all no server-side selector turns that
+    into a DELETED event, and its job must release it, as upstream's ref manager does)."""
+    labels = meta.get("labels") or {}
+    finalizers = meta.get("finalizers") or ()
+    return any(label in labels for label in _POD_LABELS) or any(
+        f in _TRACKING_FINALIZERS for f in finalizers
+    )
 
 
 def _read_pod(app: App, body: kopf.Body) -> tuple[Controller, PodInfo] | None:

@@ -135,3 +135,26 @@ def test_kopf_keeps_no_diff_base_of_the_objects() -> None:
     patch = kopf.Patch()
     storage.store(body=body, patch=patch, essence=storage.build(body=body))
     assert not patch
+
+
+@pytest.mark.parametrize(
+    ("meta", "watched"),
+    [
+        pytest.param({"labels": {c.LABEL_CONTROLLER_UID: "u"}}, True, id="the operator's"),
+        pytest.param(
+            {"labels": {"batch.kubernetes.io/controller-uid": "u"}}, True, id="the built-in's"
+        ),
+        pytest.param(
+            {"labels": {}, "finalizers": ["batch.kubernetes.io/job-tracking"]},
+            True,
+            id="relabelled, still tracked",
+        ),
+        pytest.param({"labels": {"app": "web"}, "finalizers": ["x/y"]}, False, id="not a job's"),
+        pytest.param({}, False, id="no labels"),
+    ],
+)
+def test_which_pods_the_handlers_see(meta: dict[str, Any], watched: bool) -> None:
+    """With PJ_MANAGE_JOBS=all the pod watch has no selector: the handlers take a job's
+    pods, and a pod whose labels were removed while it holds a tracking finalizer, which
+    its job must release."""
+    assert handlers._is_jobs_pod(meta=meta) is watched
