@@ -183,6 +183,8 @@ async def preflight(config: OperatorConfig) -> None:
                     "kubectl apply -f crds/"
                 ) from exc
             raise StartupError(f"cannot look up the ParallelJob API: {exc}") from exc
+        if config.manage_jobs != MANAGE_JOBS_OFF:
+            await _check_jobs(kube, config)
         for namespace in config.namespaces:
             try:
                 await kube.request("GET", f"/api/v1/namespaces/{namespace}", timeout=15)
@@ -194,6 +196,21 @@ async def preflight(config: OperatorConfig) -> None:
             await _check_lease(kube, config.leader_election)
     finally:
         await kube.close()
+
+
+async def _check_jobs(kube: Kube, config: OperatorConfig) -> None:
+    """The operator may list batch/v1 Jobs where it watches (else kopf would retry the
+    watch forever, and no Job would ever run)."""
+    scope = config.namespaces[:1]
+    path = f"/apis/batch/v1/namespaces/{scope[0]}/jobs" if scope else "/apis/batch/v1/jobs"
+    try:
+        await kube.request("GET", path, query=[("limit", "1")], timeout=15)
+    except ApiError as exc:
+        raise StartupError(
+            f"cannot list batch/v1 Jobs ({exc}), which PJ_MANAGE_JOBS={config.manage_jobs} "
+            "needs: grant the operator's RBAC rule for jobs (manifests/rbac.yaml), or set "
+            "PJ_MANAGE_JOBS=off"
+        ) from exc
 
 
 async def _check_lease(kube: Kube, election: LeaderElectionConfig) -> None:
