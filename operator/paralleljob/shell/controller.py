@@ -13,6 +13,7 @@ unit tests run a whole sync against an in-memory API and hold the clock.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -32,6 +33,8 @@ from .progress import Stall, stalls
 from .ref_manager import candidate_jobs
 from .runtime import JobRuntime
 from .status_writer import StatusWriter
+
+log = logging.getLogger(__name__)
 
 
 def _no_job_known(uid: str) -> bool:
@@ -60,6 +63,8 @@ class Controller:
         self.syncer = JobSync(api, recorder, config, clock, pods_of, self.pods, self.status)
         self.loops = JobLoops(self.syncer.sync, config, clock.monotonic, self.status.forget)
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
+        #: The uids of the jobs another controller runs (spec.managedBy), seen.
+        self.left_alone: set[str] = set()
 
     @property
     def jobs(self) -> dict[str, JobRuntime]:
@@ -82,10 +87,11 @@ class Controller:
         meta = body["metadata"]
         rt = self.jobs.get(meta["uid"])
         if rt is None:
-            rt = JobRuntime(body, self.clock.monotonic, self.kind)
-            # addJob: a job's first event (the initial listing too) counts it once per loop.
             spec = body.get("spec") or {}
-            metrics.record_job_added(managed_by_external_controller(spec, self.kind))
+            if not self.kind.reconciles(spec):
+                self._leave_alone(meta, spec)
+                return
+            rt = JobRuntime(body, self.clock.monotonic, self.kind)
             self.loops.start(rt)
             return
         rv = meta.get("resourceVersion")
@@ -93,10 +99,27 @@ class Controller:
         if rt.offer(body) and rv != rt.status.last_written_rv:
             rt.loop.poke()
 
+    def _leave_alone(self, meta: Mapping[str, Any], spec: Mapping[str, Any]) -> None:
+        """A job whose spec.managedBy (immutable) names another controller gets no loop
+        and no memory but its uid: counted and logged once (addJob)."""
+        uid = meta["uid"]
+        if uid in self.left_alone:
+            return
+        self.left_alone.add(uid)
+        other = managed_by_external_controller(spec, self.kind)
+        metrics.record_job_added(other)
+        log.info(
+            "%s/%s: skipped, managed by another controller: spec.managedBy=%s",
+            meta.get("namespace"),
+            meta.get("name"),
+            other,
+        )
+
     async def job_gone(self, uid: str, namespace: str) -> None:
         """The job was deleted: its loop ends, and its pods' tracking finalizers are
         released (upstream's deleteJob queues them as orphans); garbage collection
         deletes the pods by their owner reference."""
+        self.left_alone.discard(uid)
         rt = self.jobs.get(uid)
         if rt is not None:
             rt.loop.stop()

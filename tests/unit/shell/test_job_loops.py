@@ -4,8 +4,11 @@ event, ended by its deletion, event batching, the progress markers."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import replace
+
+import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig
@@ -34,6 +37,29 @@ def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None
         )
 
     asyncio.run(scenario())
+
+
+def test_a_job_another_controller_runs_gets_no_loop_and_is_logged_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """spec.managedBy is immutable: a job that names another controller is remembered by
+    its uid only, never synced (no pod, no status, no finalizer), and forgotten once
+    deleted."""
+
+    async def scenario() -> None:
+        job = {**JOB, "spec": {**JOB["spec"], "managedBy": "kueue.x-k8s.io/multikueue"}}
+        api = FakeApi(job)
+        controller = controller_for(api)
+        with caplog.at_level(logging.INFO, logger="paralleljob.shell.controller"):
+            for _ in range(3):
+                controller.job_seen(api.job)
+        assert (controller.jobs, controller.left_alone, api.calls) == ({}, {"job-uid"}, [])
+        await controller.job_gone("job-uid", "ns")
+        assert controller.left_alone == set()
+
+    asyncio.run(scenario())
+    logged = [r.getMessage() for r in caplog.records if "another controller" in r.getMessage()]
+    assert len(logged) == 1 and "kueue.x-k8s.io/multikueue" in logged[0]
 
 
 def test_spec_defaults_are_written_first_with_a_resource_version_precondition() -> None:
