@@ -30,6 +30,7 @@ OPERATOR_LEASE = "paralleljob-operator"
 USERS = {
     Arm.BUILTIN: audit.JOB_CONTROLLER,
     Arm.OPERATOR: audit.OPERATOR,
+    Arm.OPERATOR_JOB: audit.OPERATOR,
     Arm.CEILING: audit.CEILING,
 }
 # How long a controller's trailing calls (events, the last status write) may take to
@@ -241,7 +242,7 @@ class Bench:
         result = Round(scenario, arm, index)
         started = time.monotonic()
         self.log(f"{scenario} {arm.label} round {index}: start")
-        async with self.namespace(f"{scenario}-{arm.value.lower()[:3]}") as ns:
+        async with self.namespace(f"{scenario}-{arm.slug}") as ns:
             watched_jobs = None if arm is Arm.CEILING else jobs_path(arm, ns)
             async with Observer(self.kube, pods_path(ns), watched_jobs) as seen:
                 cursor = audit.AuditCursor(self.audit_log)

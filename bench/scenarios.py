@@ -145,7 +145,7 @@ def one_job(completions: int, parallelism: int) -> Body:
         record = await seen.wait_for(
             lambda: _completed(seen, "bench"),
             timeout=deadline_for(completions),
-            what=f"the {arm.value} to complete",
+            what=f"the {arm.kind} to complete",
         )
         assert record.complete is not None
         times = seen.succeeded_times(seen.job_uid("bench"))
@@ -173,7 +173,7 @@ def many_jobs(count: int, completions: int) -> Body:
         await seen.wait_for(
             lambda: seen.complete >= count,
             timeout=deadline_for(count * completions),
-            what=f"{count} {arm.value}s to complete",
+            what=f"{count} {arm.kind}s to complete",
         )
         first = min(j.added for j in seen.jobs.values())
         last = max(j.complete for j in seen.jobs.values() if j.complete is not None)
@@ -205,7 +205,7 @@ def reaction(count: int, rate: float) -> Body:
         await seen.wait_for(
             lambda: seen.complete >= count,
             timeout=deadline_for(count),
-            what=f"{count} {arm.value}s to complete",
+            what=f"{count} {arm.kind}s to complete",
         )
         first_pod, complete = reaction_latencies(seen)
         return Outcome(
@@ -273,8 +273,8 @@ async def background(bench: Bench, arm: Arm, count: int) -> AsyncIterator[str]:
     from when the load is steady: every pod running and every job's status showing it
     (``ready``), so that no round meets the controller still catching up with the
     background's start (500 status writes, at its client's or write budget's pace)."""
-    async with bench.namespace(f"bg-{arm.value.lower()[:3]}") as ns:
-        bench.log(f"background: {count} {arm.value}s with long pods in {ns}")
+    async with bench.namespace(f"bg-{arm.slug}") as ns:
+        bench.log(f"background: {count} {arm.label}s with long pods in {ns}")
         async with Observer(bench.kube, pods_path(ns), jobs_path(arm, ns)) as seen:
             await create_jobs(bench, arm, ns, count, completions=1, parallelism=1, duration=LONG)
             await seen.wait_for(
@@ -282,13 +282,13 @@ async def background(bench: Bench, arm: Arm, count: int) -> AsyncIterator[str]:
                 timeout=deadline_for(count),
                 what=f"{count} background pods running",
             )
-            bench.log(f"background: {count} {arm.value} pods running")
+            bench.log(f"background: {count} {arm.label} pods running")
             await seen.wait_for(
                 lambda: seen.ready >= count,
                 timeout=deadline_for(count),
                 what=f"{count} background jobs reporting their pod ready",
             )
-        bench.log(f"background: {count} {arm.value}s report their pod ready: steady")
+        bench.log(f"background: {count} {arm.label}s report their pod ready: steady")
         yield ns
 
 
@@ -304,7 +304,7 @@ def scale(count: int, completions: int) -> Body:
         await seen.wait_for(
             lambda: seen.complete >= count,
             timeout=deadline_for(count * completions) * 2,
-            what=f"{count} {arm.value}s to complete",
+            what=f"{count} {arm.kind}s to complete",
         )
         first = min(j.added for j in seen.jobs.values())
         last = max(j.complete for j in seen.jobs.values() if j.complete is not None)
