@@ -41,8 +41,9 @@ from .scenarios import (
     scale,
     scale_up,
 )
-from .workloads import Arm
+from .workloads import CONTROLLERS, Arm
 
+#: The built-in and ParallelJobs: the arms of the scenarios the Job arm is not in.
 BOTH = (Arm.BUILTIN, Arm.OPERATOR)
 SCENARIOS = ("s1", "s2", "s3", "s4", "s5", "s6", "s7")
 #: What a quick run measures in a setting other than the defaults.
@@ -71,7 +72,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--arms",
         default=",".join(arm.value for arm in Arm),
-        help="comma list of the arms to run: Job, ParallelJob, ceiling (default all)",
+        help="comma list of the arms to run: "
+        + ", ".join(arm.value for arm in Arm)
+        + f" ({Arm.OPERATOR_JOB.value}: batch/v1 Jobs whose spec.managedBy names the operator; "
+        "default all)",
     )
     parser.add_argument(
         "--part",
@@ -146,8 +150,9 @@ class Plan:
         if await self.operator.ensure(setting) and self.sizes.warmup_completions:
             # Discarded: a fresh operator's (and the first round's) one-time costs.
             warmup = one_job(self.sizes.warmup_completions, self.sizes.one_job_parallelism)
-            for arm in BOTH:
-                await self.bench.run_round("warm-up", arm, 0, warmup)
+            for arm in CONTROLLERS:
+                if arm in self.arms:
+                    await self.bench.run_round("warm-up", arm, 0, warmup)
 
     async def _alternate(
         self, setting: Setting, arms: Sequence[Arm], *steps: tuple[str, Body], rounds: int = 0
@@ -166,14 +171,15 @@ class Plan:
         await self._ensure(setting)
         match scenario:
             case "s1":
-                return await self._alternate(setting, (*BOTH, Arm.CEILING), ("s1", self.one_job))
+                steps = ("s1", self.one_job)
+                return await self._alternate(setting, (*CONTROLLERS, Arm.CEILING), steps)
             case "s2":
                 body = many_jobs(s.many_jobs, s.many_jobs_completions)
-                return await self._alternate(setting, BOTH, ("s2", body))
+                return await self._alternate(setting, CONTROLLERS, ("s2", body))
             case "s3":
-                return await self._alternate(setting, BOTH, ("s3", self.reaction))
+                return await self._alternate(setting, CONTROLLERS, ("s3", self.reaction))
             case "s4":
-                return await self._alternate(setting, BOTH, ("s4", scale_up(s.scale_to)))
+                return await self._alternate(setting, CONTROLLERS, ("s4", scale_up(s.scale_to)))
             case "s5":
                 return await self._under_load(setting)
             case "s6":
@@ -181,7 +187,7 @@ class Plan:
                 return await self._alternate(setting, BOTH, ("s6", body), rounds=s.scale_rounds)
             case "s7":
                 return await self._alternate(
-                    setting, BOTH, ("s7", idle(s.idle_jobs, s.idle_window))
+                    setting, CONTROLLERS, ("s7", idle(s.idle_jobs, s.idle_window))
                 )
         raise ValueError(f"unknown scenario {scenario}")
 

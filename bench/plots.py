@@ -12,9 +12,14 @@ matplotlib.use("Agg")  # files only: no display on a CI machine
 import matplotlib.pyplot as plt
 
 from .runner import Round
-from .workloads import Arm
+from .workloads import CONTROLLERS, Arm
 
-COLOURS = {Arm.BUILTIN: "tab:blue", Arm.OPERATOR: "tab:orange", Arm.CEILING: "tab:gray"}
+COLOURS = {
+    Arm.BUILTIN: "tab:blue",
+    Arm.OPERATOR: "tab:orange",
+    Arm.OPERATOR_JOB: "tab:green",
+    Arm.CEILING: "tab:gray",
+}
 
 
 def _median_round(rounds: Sequence[Round], key: str) -> Round | None:
@@ -60,7 +65,7 @@ def latency_cdfs(rounds: dict[str, list[Round]], path: Path) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
     styles = ["-", "--", ":"]
     for style, (setting, rs) in zip(styles, rounds.items(), strict=False):
-        for arm in (Arm.BUILTIN, Arm.OPERATOR):
+        for arm in CONTROLLERS:
             mine = [r for r in rs if r.scenario == "s3" and r.arm is arm and r.error is None]
             for ax, series in zip(axes, ("first_pod", "complete"), strict=True):
                 # A log axis cannot show 0: sub-0.1 ms (or, across two watch streams,

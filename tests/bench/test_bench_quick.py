@@ -22,21 +22,23 @@ from tests.conftest import REPO_ROOT, kubectl
 
 CRD = "paralleljobs.paralleljob.dev"
 DOCKERD = str(REPO_ROOT / "hack" / "dockerd.sh")
-# One round per arm: the built-in and the operator everywhere, the ceiling in scenario 1,
-# the built-in alone under its own background load; at the API budget, scenario 1 only.
+# One round per arm: the built-in and ParallelJobs everywhere, the operator's batch/v1 Jobs
+# (managedBy naming it) in scenarios 1-4 and 7, the ceiling in scenario 1, the built-in
+# alone under its own background load; at the API budget, scenario 1 only.
 EXPECTED_AT_DEFAULTS = {
     *(
         (s, arm)
         for s in ("s1", "s2", "s3", "s4", "s5a-s1", "s5a-s3", "s6", "s7")
         for arm in ("Job", "ParallelJob")
     ),
+    *((s, "Job-operator") for s in ("s1", "s2", "s3", "s4", "s7")),
     ("s1", "ceiling"),
     ("s5b-s1", "Job"),
     ("s5b-s3", "Job"),
 }
 EXPECTED = {
     "defaults": EXPECTED_AT_DEFAULTS,
-    "equal": {("s1", "Job"), ("s1", "ParallelJob"), ("s1", "ceiling")},
+    "equal": {("s1", "Job"), ("s1", "ParallelJob"), ("s1", "Job-operator"), ("s1", "ceiling")},
 }
 
 
