@@ -1,4 +1,5 @@
-"""The pure parts of the bench: audit counting, its log cursor, late Events, and the statistics."""
+"""The pure parts of the bench: audit counting, its log cursor, late Events, the statistics,
+the arms' objects and the report's columns and targets."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from bench import audit
-from bench.runner import Round, calls_per_pod
+from bench import audit, report
+from bench.__main__ import Run, parse_args
+from bench.runner import USERS, Round, calls_per_pod
+from bench.scenarios import QUICK
 from bench.stats import Spread, percentile, window_rate
-from bench.workloads import Arm
+from bench.workloads import CONTROLLERS, MANAGED_BY, Arm, job, jobs_path
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T1 = datetime(2026, 1, 1, 12, 1, 0, tzinfo=UTC)
@@ -133,3 +136,76 @@ def test_a_rounds_late_events_count_once_and_only_events_of_its_controller() -> 
         f"create events {audit.AFTER_THE_ROUND}": 1,
     }
     assert r.calls_per_pod == 1.5
+
+
+# ---------------------------------------------------------------- arms, the report's columns
+
+
+def test_an_arms_name_is_not_its_kind() -> None:
+    assert [a.kind for a in CONTROLLERS] == ["Job", "ParallelJob", "Job"]
+    assert Arm("Job-operator") is Arm.OPERATOR_JOB
+    assert len({a.slug for a in Arm}) == len(Arm)
+    assert jobs_path(Arm.OPERATOR_JOB, "ns", "a") == "/apis/batch/v1/namespaces/ns/jobs/a"
+    assert jobs_path(Arm.BUILTIN, "ns") == jobs_path(Arm.OPERATOR_JOB, "ns")
+    assert (
+        jobs_path(Arm.OPERATOR, "ns") == "/apis/paralleljob.dev/v1alpha1/namespaces/ns/paralleljobs"
+    )
+    # The operator's Jobs are driven by the operator's identity, as its ParallelJobs.
+    assert USERS[Arm.OPERATOR_JOB] == USERS[Arm.OPERATOR] == audit.OPERATOR
+
+
+def test_only_the_operators_jobs_name_it_in_managed_by() -> None:
+    mine = job(Arm.OPERATOR_JOB, "a", completions=3, parallelism=2)
+    builtin = job(Arm.BUILTIN, "a", completions=3, parallelism=2)
+    assert (mine["apiVersion"], mine["kind"]) == ("batch/v1", "Job")
+    assert mine["spec"].pop("managedBy") == MANAGED_BY == "paralleljob.dev/job-controller"
+    assert mine == builtin
+    pj = job(Arm.OPERATOR, "a", completions=3, parallelism=2)
+    assert (pj["kind"], "managedBy" in pj["spec"]) == ("ParallelJob", False)
+    assert pj["spec"] == builtin["spec"]
+
+
+def test_arms_option_accepts_the_job_arm() -> None:
+    args = parse_args(["--arms", "Job,Job-operator", "--scenarios", "s1,s3"])
+    assert Run(args).arms == {Arm.BUILTIN, Arm.OPERATOR_JOB}
+    with pytest.raises(SystemExit):
+        parse_args(["--arms", "Job (operator)"])
+
+
+def _round(scenario: str, arm: Arm, calls_per_pod: float, **metrics: float) -> Round:
+    return Round(scenario, arm, 1, metrics=metrics, calls_per_pod=calls_per_pod)
+
+
+def test_results_table_has_each_operator_arms_ratio_to_the_built_in() -> None:
+    rounds = [
+        _round("s1", Arm.BUILTIN, 2.0, pods_per_s=10.0, makespan_s=100.0),
+        _round("s1", Arm.OPERATOR, 2.1, pods_per_s=50.0, makespan_s=20.0),
+        _round("s1", Arm.OPERATOR_JOB, 2.05, pods_per_s=40.0, makespan_s=25.0),
+    ]
+    header, _, *rows = report.results_table(report.summarize(rounds), QUICK)
+    assert header == (
+        "| scenario | figure | built-in Job | ParallelJob | ParallelJob / built-in "
+        "| Job (operator) | Job (operator) / built-in |"
+    )
+    assert rows[0].endswith("| pods/s (10-90%) | 10.0 | 50.0 | 5.00x | 40.0 | 4.00x |")
+    assert rows[1].endswith("| makespan (s) | 100 | 20.0 | 0.20x | 25.0 | 0.25x |")
+    # A run without the Job arm (or the ceiling) keeps the table it always had.
+    two = report.summarize(rounds[:2])
+    assert report.results_table(two, QUICK)[0].count("/ built-in") == 1
+
+
+def test_targets_compare_the_job_arm_with_the_built_in_and_with_parallel_jobs() -> None:
+    rounds = {
+        "defaults": [
+            _round("s1", Arm.BUILTIN, 2.0, pods_per_s=10.0, makespan_s=100.0),
+            _round("s1", Arm.OPERATOR, 2.1, pods_per_s=50.0, makespan_s=20.0),
+            _round("s1", Arm.OPERATOR_JOB, 2.05, pods_per_s=40.0, makespan_s=35.0),
+        ]
+    }
+    summaries = {k: report.summarize(v) for k, v in rounds.items()}
+    found = {v.target: v for v in report.verdicts(summaries, rounds, QUICK) if v.met is not None}
+    assert found["S1 makespan ≤ 0.3x built-in"].met is True
+    assert found["S1 makespan ≤ 0.3x built-in, Job (operator)"].met is False
+    assert found["API calls per finished pod ≤ built-in (S1)"].met is False
+    assert found["API calls per finished pod ≤ built-in (S1), Job (operator)"].met is False
+    assert found["API calls per finished pod ≤ ParallelJob (S1), Job (operator)"].met is True
