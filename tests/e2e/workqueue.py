@@ -36,7 +36,8 @@ GROUP = "workers"
 REDIS_LABEL = "app.kubernetes.io/name=redis"
 
 #: The per-item task of these tests (the example's, plus what the tests observe): the item's
-#: sha256 into ``results`` and a count of its runs into ``runs``, after ITEM_SECONDS of
+#: sha256 into ``results``, a count of its runs into ``runs`` and the pod that ran it last
+#: into ``by``, after ITEM_SECONDS of
 #: "work"; exit 3 for the item POISON; hang (mid-item) when the pod is in the set ``hold``.
 #: It speaks RESP over a socket rather than import redis-py: a process runs per item, and the
 #: import (0.15 s of CPU) made the tests' hundreds of items CPU-bound on a 2-core machine.
@@ -66,6 +67,7 @@ time.sleep(float(os.environ.get("ITEM_SECONDS", "0")))
 call("MULTI")
 call("HSET", "results", item, hashlib.sha256(item.encode()).hexdigest())
 call("HINCRBY", "runs", item, "1")
+call("HSET", "by", item, pod)
 call("EXEC")
 """
 
