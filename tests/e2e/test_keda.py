@@ -22,12 +22,18 @@ while the backlog drains; every item has exactly one correct result and ran once
 dead-lettered; the job is ``Complete`` and no pod is counted as failed although the
 scale-down stopped workers. A plot of backlog, ``spec.parallelism`` and active pods over time
 is written to ``_output/keda-autoscaling.png`` (``PJ_TEST_OUTPUT`` to change the directory).
+
+The second test applies ``manifests/examples/workqueue-scaledjob`` the same way: a KEDA
+ScaledJob whose batch/v1 Jobs (``jobTargetRef.managedBy``: the operator) are the seed's
+parallel work queue, created only while the stream has lag, one at a time; see its docstring
+and relaunched.py for what it checks.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import re
 import subprocess
 import threading
 import time
@@ -39,10 +45,22 @@ from typing import Any
 import pytest
 import yaml
 
+from paralleljob import constants as c
 from tests.conftest import Cluster
 from tests.support.wait import wait_until
 
 from .conftest import Operator
+from .relaunched import (
+    JOB_NAME_LABEL,
+    PodsSeen,
+    assert_printed_as_the_seed_s_workload_3,
+    assert_run_by_the_operator_alone,
+    drained_by,
+    jobs,
+    settled,
+    show_jobs,
+    terminal,
+)
 from .support import Kubectl, kubectl
 from .workqueue import (
     REPO,
@@ -280,3 +298,147 @@ def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
     hpa = k.json("get", "hpa", f"keda-hpa-{NAME}")
     assert hpa["spec"]["scaleTargetRef"]["kind"] == "ParallelJob"
     plot(sampler.samples, maximum, OUTPUT / "keda-autoscaling.png")
+
+
+# ------------------------------------------------------------------ a ScaledJob
+
+
+SCALEDJOB_EXAMPLE = REPO / "manifests" / "examples" / "workqueue-scaledjob"
+SCALEDJOB = "workqueue-scaledjob"
+#: KEDA's label on the Jobs it creates and on their pod template.
+SCALEDJOB_SELECTOR = f"scaledjob.keda.sh/name={SCALEDJOB}"
+#: Each of the two batches.
+BATCH = 30
+#: The test's successfulJobsHistoryLimit (the example's is 2).
+SCALEDJOB_HISTORY = 1
+
+
+def scaledjob_example(image: str) -> list[dict[str, Any]]:
+    """The example as ``kubectl apply -k`` applies it, with the test's image and ``TASK``, a
+    batch of BATCH items, and successfulJobsHistoryLimit SCALEDJOB_HISTORY, so that the limit
+    is seen at work with two Jobs."""
+    rendered = kubectl("kustomize", str(SCALEDJOB_EXAMPLE)).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    kinds = sorted(d["kind"] for d in docs)
+    assert kinds == ["Deployment", "Job", "ScaledJob", "Secret", "Service", "ServiceAccount"]
+    [producer] = [d for d in docs if d["kind"] == "Job"]
+    [sj] = [d for d in docs if d["kind"] == "ScaledJob"]
+    assert (producer["metadata"]["name"], sj["metadata"]["name"]) == (PRODUCER, SCALEDJOB)
+    [enqueue] = producer["spec"]["template"]["spec"]["containers"]
+    [worker] = sj["spec"]["jobTargetRef"]["template"]["spec"]["containers"]
+    assert enqueue["image"] == worker["image"] == EXAMPLE_IMAGE
+    enqueue["image"] = image
+    _set_env(enqueue, FIRST="1", LAST=str(BATCH))
+    run_task(worker, image, ITEM_SECONDS="0.05")
+    assert sj["spec"]["maxReplicaCount"] == 1
+    sj["spec"]["successfulJobsHistoryLimit"] = SCALEDJOB_HISTORY
+    return docs
+
+
+def _keda_polled_idle(namespace: str, since: str) -> bool:
+    """KEDA's operator logged, since ``since`` (RFC 3339), a poll of the namespace's ScaledJob
+    that counted no running Job (its executor's "Scaling Jobs" line, each poll)."""
+    out = kubectl("-n", "keda", "logs", "deploy/keda-operator", f"--since-time={since}")
+    idle = re.compile(
+        rf'"scaledJob.Name": "{SCALEDJOB}", "scaledJob.Namespace": "{namespace}", '
+        r'"Number of running Jobs": 0\b'
+    )
+    return any(idle.search(line) for line in out.stdout.splitlines())
+
+
+def _condition(obj: dict[str, Any], ctype: str) -> str | None:
+    for cond in obj.get("status", {}).get("conditions") or []:
+        if cond["type"] == ctype:
+            return str(cond["status"])
+    return None
+
+
+def test_keda_scaledjob_starts_a_job_run_by_the_operator_only_while_the_stream_has_lag(
+    operator: Operator, k: Kubectl, worker_image: str, keda: None, core_v1: Any
+) -> None:
+    """manifests/examples/workqueue-scaledjob applied in one go: KEDA creates a batch/v1 Job
+    (jobTargetRef.managedBy: the operator) once the producer's items are in, one at a time;
+    with the stream drained and no Job running it creates none (its poll is seen in its log,
+    the ScaledJob's Active condition False); a second batch gets a Job of its own. Each batch
+    drained once, by Jobs the operator alone ran (relaunched.py), and the history limit kept."""
+    docs = scaledjob_example(worker_image)
+    first = items_of(1, BATCH)
+    with PodsSeen(core_v1, k.ns, SCALEDJOB_SELECTOR) as pods:
+        k.run("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+        try:
+            # As stored: KEDA's CRD keeps managedBy (a field it lacked would be pruned).
+            stored = k.json("get", "scaledjob", SCALEDJOB)
+            assert stored["spec"]["jobTargetRef"]["managedBy"] == c.MANAGED_BY
+            queue = redis_queue(k, worker_image)
+            producer_done(k, PRODUCER)
+            wait_until(
+                lambda: settled(k, queue, SCALEDJOB_SELECTOR, first),
+                timeout=180,
+                interval=1,
+                what="a Job of the ScaledJob to drain the first batch",
+            )
+            show_jobs(k, SCALEDJOB_SELECTOR, "the first batch drained")
+            [ran_first] = drained_by(queue, [first])
+            assert_printed_as_the_seed_s_workload_3(k, ran_first)
+
+            # No lag, no Job running: KEDA polls and starts none.
+            since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            before = {j["metadata"]["name"] for j in jobs(k, SCALEDJOB_SELECTOR)}
+            wait_until(
+                lambda: _keda_polled_idle(k.ns, since),
+                timeout=60,
+                interval=2,
+                what="KEDA's poll of the drained stream with no Job running",
+            )
+            wait_until(
+                lambda: _condition(k.json("get", "scaledjob", SCALEDJOB), "Active") == "False",
+                timeout=30,
+                interval=1,
+                what="the ScaledJob not Active",
+            )
+            now = jobs(k, SCALEDJOB_SELECTOR)
+            assert {j["metadata"]["name"] for j in now} == before, "a Job with no lag"
+            assert all(terminal(j) for j in now)
+
+            second = queue.enqueue(BATCH + 1, 2 * BATCH)
+            wait_until(
+                lambda: settled(k, queue, SCALEDJOB_SELECTOR, first + second),
+                timeout=180,
+                interval=1,
+                what="a new Job of the ScaledJob to drain the second batch",
+            )
+            show_jobs(k, SCALEDJOB_SELECTOR, "the second batch drained")
+            queue.assert_done(first + second, once=True)
+            ran_first, ran_second = drained_by(queue, [first, second])
+            assert ran_first.isdisjoint(ran_second) and not ran_second & before
+            assert_printed_as_the_seed_s_workload_3(k, ran_second)
+            for job in jobs(k, SCALEDJOB_SELECTOR):
+                [owner] = job["metadata"]["ownerReferences"]
+                assert (owner["kind"], owner["name"]) == ("ScaledJob", SCALEDJOB)
+                assert job["spec"]["managedBy"] == c.MANAGED_BY
+                assert job["spec"]["parallelism"] == 3 and "completions" not in job["spec"]
+            assert_run_by_the_operator_alone(k, pods, ran_first | ran_second)
+
+            # The history limit: KEDA deletes the first batch's Job on a poll, the garbage
+            # collector its pods.
+            def kept() -> list[str] | None:
+                complete = [
+                    j["metadata"]["name"]
+                    for j in jobs(k, SCALEDJOB_SELECTOR)
+                    if terminal(j) == "Complete"
+                ]
+                left = k.json("get", "pods", "-l", SCALEDJOB_SELECTOR)["items"]
+                of_first = [
+                    p for p in left if p["metadata"]["labels"].get(JOB_NAME_LABEL) in ran_first
+                ]
+                return complete if len(complete) <= SCALEDJOB_HISTORY and not of_first else None
+
+            complete = wait_until(
+                kept, timeout=60, interval=1, what=f"at most {SCALEDJOB_HISTORY} complete Job"
+            )
+            assert not set(complete) & ran_first
+            show_jobs(k, SCALEDJOB_SELECTOR, f"successfulJobsHistoryLimit {SCALEDJOB_HISTORY}")
+        finally:
+            # KEDA's finalizer goes while it runs; the Jobs go with the ScaledJob (the
+            # operator fixture then deletes what is left and waits for the pods' release).
+            k.run("delete", "scaledjob", SCALEDJOB, "--timeout=120s", check=False)
