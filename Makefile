@@ -106,7 +106,7 @@ deploy-local: prereqs build ## Local cluster: build on Debian's dockerd, import 
 undeploy: prereqs build ## Remove the ParallelJobs, operator, RBAC, namespace and CRD (local, else kind)
 	@hack/undeploy.sh
 
-demo: prereqs build ## The four seed workloads, operator in-cluster, work queues on Redis (DEMO_CLUSTER=kind for kind)
+demo: prereqs build ## The four seed workloads, operator in-cluster, work queues on Redis, one relaunched by a CronJob (DEMO_CLUSTER=kind for kind)
 	@hack/demo.sh
 
 keda: prereqs build ## KEDA v2.21.0 for autoscaling: manifests from its Go module; images built here (local) or pulled (kind)

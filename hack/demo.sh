@@ -5,6 +5,9 @@
 # The two work queues (3 and 4) drain a real queue: a Redis stream filled by a
 # producer Job, drained by paralleljob-worker pods (manifests/examples/workqueue,
 # docs/worker.md), shown as it drains and checked item by item at the end.
+# Then workload 3 started again by a batch/v1 CronJob every minute, its Jobs
+# run by the operator (spec.managedBy; manifests/examples/cronjob-workqueue):
+# a batch drained by a scheduled Job, a second batch by the next one.
 #
 #   DEMO_CLUSTER=local (default)  starts the local cluster if it is not up
 #                                 (make cluster), then hack/deploy.sh local
@@ -19,6 +22,12 @@ CLUSTER=${DEMO_CLUSTER:-local}
 NS=${DEMO_NAMESPACE:-paralleljob-demo}
 EXAMPLES=manifests/examples
 WORKQUEUE=$EXAMPLES/workqueue
+CRONJOB=$EXAMPLES/cronjob-workqueue
+# The CronJob example has Redis and the producer of $WORKQUEUE too: a namespace
+# of its own, so that they meet nothing of workloads 3 and 4.
+CRON_NS=${DEMO_CRONJOB_NAMESPACE:-$NS-cronjob}
+CRON_NAME=cronjob-workqueue
+CRON_LABEL=app.kubernetes.io/name=$CRON_NAME
 # The operator's image, which has paralleljob-worker: hack/deploy.sh loads it
 # into the node under this name too (hack/node-image.sh).
 WORKER_IMAGE=${PJ_IMAGE_NAME:-paralleljob-operator}:dev
@@ -147,6 +156,46 @@ wait_results() {
   done
 }
 
+# The CronJob's Jobs (the label of its jobTemplate), oldest first, one a line.
+cron_jobs() {
+  kubectl -n "$NS" get jobs -l "$CRON_LABEL" --sort-by=.metadata.creationTimestamp \
+    -o jsonpath='{range .items[*]}{.metadata.name}{"\n"}{end}' 2>/dev/null
+}
+
+# How many items the workers of Job $1 did: their logs' "item ... done" lines.
+items_done_by() {
+  kubectl -n "$NS" logs -l "batch.kubernetes.io/job-name=$1" --tail=-1 2>/dev/null | grep -c ': item .* done in ' || true
+}
+
+# Prints `kubectl get cronjob` and its Jobs whenever they change (a run
+# scheduled, a Job's pods counted, a Job finished; not merely their ages), and
+# the Redis queue each time it changes, until the queue holds $2 results with
+# nothing undelivered or pending and every Job of the CronJob has finished.
+watch_cron() {
+  local name=$1 want=$2 last='' now jobs q lastq='' unfinished deadline=$((SECONDS + STEP_TIMEOUT))
+  while :; do
+    jobs=$(kubectl -n "$NS" get jobs -l "$CRON_LABEL" -o jsonpath='{range .items[*]}{.metadata.name} {.status.active}/{.status.succeeded} {.status.conditions[?(@.status=="True")].type}{"\n"}{end}' 2>&1)
+    now="$(kubectl -n "$NS" get cronjob "$name" -o jsonpath='{.status.lastScheduleTime} {.status.active[*].name}' 2>&1)|$jobs"
+    if [ "$now" != "$last" ]; then
+      printf '\n%s$ kubectl get cronjob %s%s\n%s\n' "$D" "$name" "$N" "$(kubectl -n "$NS" get cronjob "$name" 2>&1)"
+      printf '%s$ kubectl get jobs -l %s%s\n%s\n' "$D" "$CRON_LABEL" "$N" "$(kubectl -n "$NS" get jobs -l "$CRON_LABEL" 2>&1)"
+      last=$now
+    fi
+    queue_read
+    q=$(queue_line)
+    if [ "$q" != "$lastq" ]; then printf '%s\n' "$q"; lastq=$q; fi
+    unfinished=$(grep -Evc ' .*(Complete|Failed)' <<<"$jobs" || true)
+    if [ -n "$jobs" ] && [ "$unfinished" = 0 ] && [ "$Q_RESULTS" = "$want" ] && [ "$Q_LAG" = 0 ] && [ "$Q_PENDING" = 0 ]; then
+      return 0
+    fi
+    if [ $SECONDS -ge $deadline ]; then
+      printf '%stimed out after %ss waiting for a scheduled Job to drain %s results%s\n' "$R" "$STEP_TIMEOUT" "$want" "$N"
+      return 1
+    fi
+    sleep 1
+  done
+}
+
 results=()
 check() { # name, expected completions, [expected status]
   local got status
@@ -169,6 +218,33 @@ check_queue() {
     results+=("${G}ok${N}   $(printf '%-22s %s (after %s)' "$label" "$got" "$1")")
   else
     results+=("${R}FAIL${N} $(printf '%-22s %s (after %s; every item done once)' "$label" "$got" "$1")")
+  fi
+}
+# After a batch of $3 items: which of CronJob $1's Jobs not in $2 (the Jobs
+# before the batch, names) did them, from their workers' logs, printed as the
+# queue check; each of those must be Complete, `3/1 of 3` as the seed's
+# workload 3, scheduled by the CronJob and named for the operator in
+# spec.managedBy; together they did the batch.
+check_cron_job() {
+  local name=$1 before=" ${2//$'\n'/ } " items=$3 job did total=0 table status got by
+  for job in $(cron_jobs || true); do
+    [[ $before == *" $job "* ]] && continue
+    did=$(items_done_by "$job")
+    echo "queue check: job/$job: its workers did $did items"
+    [ "$did" -gt 0 ] || continue
+    total=$((total + did))
+    table=$(kubectl -n "$NS" get job "$job" 2>/dev/null) || table=''
+    status=$(pj_column_of "$table" STATUS)
+    got=$(pj_column_of "$table" COMPLETIONS)
+    by=$(kubectl -n "$NS" get job "$job" -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {.spec.managedBy}' 2>/dev/null) || by=''
+    if [ "$status" = Complete ] && [ "$got" = "3/1 of 3" ] && [ "$by" = "CronJob/$name paralleljob.dev/job-controller" ]; then
+      results+=("${G}ok${N}   $(printf '%-22s %-10s %-10s (seed: %s; %s items, by %s)' "$job" "$status" "$got" "3/1 of 3" "$did" "$by")")
+    else
+      results+=("${R}FAIL${N} $(printf '%-22s %-10s %-10s (seed: Complete 3/1 of 3, by CronJob/%s paralleljob.dev/job-controller; got %s)' "$job" "$status" "$got" "$name" "$by")")
+    fi
+  done
+  if [ "$total" != "$items" ]; then
+    results+=("${R}FAIL${N} $(printf '%-22s %s of %s items done by its scheduled Jobs' "$name" "$total" "$items")")
   fi
 }
 
@@ -231,6 +307,34 @@ watch_pj single-workqueue-job queue || true
 check single-workqueue-job "2/1 of 2"
 check_queue single-workqueue-job
 
+say "5. Workload 3 started again by a CronJob: a Job every minute, run by the operator (managedBy)"
+demo_ns=$NS
+NS=$CRON_NS
+kubectl delete namespace "$NS" --ignore-not-found --wait --timeout=120s >/dev/null
+kubectl create namespace "$NS" >/dev/null
+echo "namespace/$NS created: Redis, the producer (36 items) and the CronJob, in one go ($CRONJOB)"
+show kubectl apply -k "$CRONJOB"
+show kubectl rollout status deployment/redis --timeout="${STEP_TIMEOUT}s" || true
+show kubectl wait --for=condition=Complete job/enqueue-items --timeout="${STEP_TIMEOUT}s" || true
+echo
+echo "A worker exits 0 once the queue is empty, so a Job cannot wait for later items: the CronJob"
+echo "(schedule '* * * * *', concurrencyPolicy Forbid) starts one every minute, the next at $(date -d "@$(( ($(date +%s) / 60 + 1) * 60 ))" +%H:%M:%S):"
+watch_cron "$CRON_NAME" 36 || true
+check_cron_job "$CRON_NAME" "" 36
+check_queue "$CRON_NAME's first batch"
+echo
+echo "40 more items, once the queue is empty and no Job runs:"
+before=$(cron_jobs) || before=''
+show kubectl create job enqueue-more --image="$WORKER_IMAGE" -- \
+  sh -c 'seq -f item-%03g 37 76 | paralleljob-worker enqueue --redis redis://redis:6379/0 --stream items'
+show kubectl wait --for=condition=Complete job/enqueue-more --timeout="${STEP_TIMEOUT}s" || true
+echo "The next minute's Job drains them:"
+watch_cron "$CRON_NAME" 76 || true
+check_cron_job "$CRON_NAME" "$before" 40
+check_queue "$CRON_NAME's second batch"
+show kubectl get cronjob,jobs
+NS=$demo_ns
+
 # --- 3. summary -----------------------------------------------------------------
 say "All four, as kubectl prints them"
 show kubectl get pj
@@ -250,6 +354,7 @@ if [ "$CLUSTER" = local ]; then
   echo "  export KUBECONFIG=$LOCAL_KUBECONFIG PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:\$PATH"
   echo "  kubectl -n $NS get pj,pods;  kubectl -n $PJ_SYSTEM_NAMESPACE logs deploy/paralleljob-operator"
   echo "  kubectl -n $NS exec deploy/redis -- redis-cli HGETALL results"
+  echo "  kubectl -n $CRON_NS get cronjob,jobs   # a Job every minute; stop it: kubectl -n $CRON_NS patch cronjob $CRON_NAME -p '{\"spec\":{\"suspend\":true}}'"
   echo "Stop it:  make cluster-down   (and the docker engine that built the image: make docker-down)"
 elif [ -n "${PJ_IMAGE_LOCAL_BUILD:-}" ]; then  # kind here (use_kind_here)
   echo "  eval \"\$(hack/kind.sh env)\"   # docker, kind, kubectl and KUBECONFIG for it"

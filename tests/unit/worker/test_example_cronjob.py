@@ -1,7 +1,7 @@
 """manifests/examples/cronjob-workqueue as ``kubectl apply -k`` applies it (rendered with
 ``kubectl kustomize``): the base's Redis and producer, and a CronJob whose Jobs are the seed's
 parallel work queue with the base's worker, named for the operator in ``managedBy``. On the
-cluster, tests/e2e/test_cronjob_workqueue.py runs it for real.
+cluster, tests/e2e/test_cronjob_workqueue.py runs it for real and ``make demo`` shows it.
 """
 
 from __future__ import annotations
@@ -90,3 +90,22 @@ def test_the_jobs_are_the_base_s_multi_workqueue_job_but_for_the_name(
     for spec in (job, pj):
         spec["template"]["metadata"]["labels"].pop("app.kubernetes.io/name")
     assert job == pj
+
+
+def test_make_demo_runs_it_in_a_namespace_of_its_own_two_batches() -> None:
+    demo = (REPO / "hack" / "demo.sh").read_text()
+    assert "CRONJOB=$EXAMPLES/cronjob-workqueue" in demo
+    assert f"CRON_NAME={NAME}\n" in demo
+    assert 'show kubectl apply -k "$CRONJOB"' in demo
+    # Its Redis and producer are the base's: they would collide with workloads 3 and 4's.
+    assert "CRON_NS=${DEMO_CRONJOB_NAMESPACE:-$NS-cronjob}" in demo
+    # The producer's batch, then a second one, each waited for and checked.
+    producer = base("enqueue-job.yaml", "Job")
+    [enqueue] = producer["spec"]["template"]["spec"]["containers"]
+    env = {e["name"]: e["value"] for e in enqueue["env"] if "value" in e}
+    first, last = int(env["FIRST"]), int(env["LAST"])
+    assert f'watch_cron "$CRON_NAME" {last - first + 1} ' in demo
+    assert f'check_cron_job "$CRON_NAME" "" {last - first + 1}\n' in demo
+    assert f"seq -f item-%03g {last + 1} 76 " in demo
+    assert 'watch_cron "$CRON_NAME" 76 ' in demo
+    assert f'check_cron_job "$CRON_NAME" "$before" {76 - last}\n' in demo
