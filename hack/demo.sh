@@ -238,9 +238,9 @@ check_cron_job() {
     got=$(pj_column_of "$table" COMPLETIONS)
     by=$(kubectl -n "$NS" get job "$job" -o jsonpath='{.metadata.ownerReferences[0].kind}/{.metadata.ownerReferences[0].name} {.spec.managedBy}' 2>/dev/null) || by=''
     if [ "$status" = Complete ] && [ "$got" = "3/1 of 3" ] && [ "$by" = "CronJob/$name paralleljob.dev/job-controller" ]; then
-      results+=("${G}ok${N}   $(printf '%-22s %-10s %-10s (seed: %s; %s items, by %s)' "$job" "$status" "$got" "3/1 of 3" "$did" "$by")")
+      results+=("${G}ok${N}   $(printf '%-22s %-10s %-10s (seed: 3/1 of 3; job/%s: %s items, managedBy %s)' "$name" "$status" "$got" "$job" "$did" "${by#* }")")
     else
-      results+=("${R}FAIL${N} $(printf '%-22s %-10s %-10s (seed: Complete 3/1 of 3, by CronJob/%s paralleljob.dev/job-controller; got %s)' "$job" "$status" "$got" "$name" "$by")")
+      results+=("${R}FAIL${N} $(printf '%-22s %-10s %-10s (seed: Complete 3/1 of 3; job/%s owned by CronJob/%s, managedBy paralleljob.dev/job-controller: %s)' "$name" "$status" "$got" "$job" "$name" "$by")")
     fi
   done
   if [ "$total" != "$items" ]; then
