@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the pinned cluster binaries from the Go module proxy into
 # $CACHE_DIR/<component>-<version>/, skipping any that are already built.
-# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|kind|keda|kind-node]...
+# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|kind|keda|kind-node|e2e]...
 # (default: etcd kwok coredns kubernetes kind; keda and kind-node, what kind's
-# node image is made of (hack/kind.sh image), only when asked for)
+# node image is made of (hack/kind.sh image), and e2e, Kubernetes' own e2e
+# test binary (hack/test-upstream.sh), only when asked for)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 require_cmd go "install Go 1.26 and put it on PATH"
@@ -13,6 +14,8 @@ KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kub
 # k8s.io/kubernetes replaces its ~30 staging modules with ./staging paths, and
 # replace directives of a dependency are ignored, so a wrapper module must pin
 # each staging module to its published v0.x twin.
+# write_kubernetes_module DIR PACKAGE...: a PACKAGE without a slash is a
+# command (cmd/NAME), else a package path inside k8s.io/kubernetes.
 write_kubernetes_module() {
   local dir=$1 minor=${KUBERNETES_VERSION#v1.} cmd
   shift
@@ -30,7 +33,10 @@ write_kubernetes_module() {
   } >"$dir/go.mod"
   rm -f "$dir/upstream.mod"
   printf 'package tools\n\nimport (\n' >"$dir/tools.go"
-  for cmd in "${commands[@]}"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$cmd" >>"$dir/tools.go"; done
+  for cmd in "${commands[@]}"; do
+    [[ $cmd == */* ]] || cmd=cmd/$cmd
+    printf '\t_ "k8s.io/kubernetes/%s"\n' "$cmd" >>"$dir/tools.go"
+  done
   printf ')\n' >>"$dir/tools.go"
   sed -i '1i //go:build tools\n' "$dir/tools.go"
 }
@@ -74,6 +80,31 @@ build_kube_commands() {
 }
 
 build_kubernetes() { build_kube_commands kubernetes "${KUBE_COMMANDS[@]}"; }
+
+# Kubernetes' own end-to-end suite, test/e2e of the same module, compiled as
+# its CI does (`go test -c`; upstream's make WHAT=test/e2e/e2e.test) into
+# $CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/e2e.test (complete or absent).
+# hack/test-upstream.sh runs its Job and CronJob specs against the local cluster.
+E2E_PACKAGE=test/e2e
+build_e2e() {
+  local out=$CACHE_DIR/e2e-$KUBERNETES_VERSION
+  [ -x "$out/bin/e2e.test" ] && { log "e2e $KUBERNETES_VERSION: cached in $out"; return; }
+  local work=$CACHE_DIR/src/e2e-$KUBERNETES_VERSION ldflags start=$SECONDS
+  write_kubernetes_module "$work" "$E2E_PACKAGE"
+  ldflags=$(kube_ldflags)
+  (
+    cd "$work" || exit 1
+    log "e2e $KUBERNETES_VERSION: resolving modules"
+    go mod tidy -e >/dev/null 2>&1 || true
+    go mod download
+    rm -rf "$out/bin.tmp" && mkdir -p "$out/bin.tmp"
+    log "e2e $KUBERNETES_VERSION: building e2e.test (go test -c k8s.io/kubernetes/$E2E_PACKAGE)"
+    CGO_ENABLED=0 go test -c -vet=off -trimpath -ldflags "$ldflags" \
+      -o "$out/bin.tmp/e2e.test" "k8s.io/kubernetes/$E2E_PACKAGE"
+  )
+  rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
+  log "e2e $KUBERNETES_VERSION: built e2e.test in $((SECONDS - start))s"
+}
 
 # Builds a main package of a module that has no usable replace directives of
 # its own by requiring it from a throwaway wrapper module.
@@ -184,8 +215,8 @@ targets=("$@")
 total=$SECONDS
 for target in "${targets[@]}"; do
   case $target in
-    kubernetes | etcd | kwok | coredns | kind | keda | kind-node) "build_${target//-/_}" ;;
-    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, kind, keda or kind-node)" ;;
+    kubernetes | etcd | kwok | coredns | kind | keda | kind-node | e2e) "build_${target//-/_}" ;;
+    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, kind, keda, kind-node or e2e)" ;;
   esac
 done
 log "all requested components ready in $((SECONDS - total))s (cache: $CACHE_DIR)"
