@@ -277,12 +277,23 @@ build_images() {
   PAUSE_IMAGE=$(printf '%s\n' "${IMAGES[@]}" | awk '$1 ~ /\/pause:/ {print $1}')
 }
 
+# Kubernetes' e2e suite (hack/test-upstream.sh) runs its pods on these names
+# (`e2e.test --list-images`); the project's busybox answers to them, so that
+# the suite never pulls.
+E2E_BUSYBOX_IMAGES=(registry.k8s.io/e2e-test-images/busybox:1.37.0-1 registry.k8s.io/e2e-test-images/busybox:1.36.1-1)
+
 import_images() {
-  local line ref tarball
+  local line ref tarball busybox=
   for line in "${IMAGES[@]}"; do
     read -r ref tarball <<<"$line"
     ctr_ images import "$tarball" >/dev/null
     log "  $ref"
+    if [[ $ref == */busybox:* ]]; then busybox=$ref; fi
+  done
+  [ -n "$busybox" ] || die "no busybox among the preloaded images"
+  for ref in "${E2E_BUSYBOX_IMAGES[@]}"; do
+    ctr_ images tag --force "$busybox" "$ref" >/dev/null
+    log "  $ref (= $busybox)"
   done
 }
 
