@@ -6,6 +6,8 @@
 # Usage: hack/cluster-restart.sh NAME [--down SECONDS] [--kill]
 #   NAME: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 #         kube-proxy, coredns or kwok
+#   kube-controller-manager restarts without the built-in Job controller with
+#   PJ_BUILTIN_JOB_CONTROLLER=off, with it otherwise (on, the default)
 source "$(dirname "${BASH_SOURCE[0]}")/cluster-up.sh"
 
 usage() { die "usage: hack/cluster-restart.sh NAME [--down SECONDS] [--kill]"; }
@@ -52,6 +54,8 @@ restart_main() {
   done
   [[ $down =~ ^[0-9]+(\.[0-9]+)?$ ]] || usage
   pid_alive "$name" || die "$name is not running (no live pid in $PID_DIR/$name.pid)"
+  # A wrong PJ_BUILTIN_JOB_CONTROLLER fails before the component is stopped.
+  [ "$name" != kube-controller-manager ] || controllers >/dev/null
   # kube-apiserver lingers after SIGTERM until the 15 s of a full stop run out (it stops
   # listening at once, then waits on connections); a restart need not wait that long.
   STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-5} stop "$name"

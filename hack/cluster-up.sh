@@ -47,6 +47,11 @@ cluster_running() {
 
 report_running() {
   log "cluster: already running ($(kubectl get nodes --no-headers 2>/dev/null | awk '{printf "%s %s; ", $1, $2}'))"
+  local want running
+  want=$(controllers)
+  running=$(tr '\0' '\n' <"/proc/$(pid_of kube-controller-manager)/cmdline" | sed -n 's/^--controllers=//p')
+  [ "$running" = "$want" ] || log "cluster: kube-controller-manager runs --controllers=$running, not $want;" \
+    "restart it: PJ_BUILTIN_JOB_CONTROLLER=${PJ_BUILTIN_JOB_CONTROLLER:-on} hack/cluster-restart.sh kube-controller-manager"
   echo "$KUBECONFIG_ADMIN"
 }
 
@@ -358,7 +363,22 @@ start_apiserver() {
     --v=1
 }
 
+# controllers: kube-controller-manager's --controllers. PJ_BUILTIN_JOB_CONTROLLER
+# (on, the default, or off) says whether the built-in Job controller runs; off
+# leaves the Jobs to another controller (the operator with PJ_MANAGE_JOBS=all,
+# hack/test-upstream.sh). Every other default controller (cronjob,
+# ttl-after-finished, the garbage collector, ...) runs either way.
+controllers() {
+  case ${PJ_BUILTIN_JOB_CONTROLLER:-on} in
+    on) echo '*' ;;
+    off) echo '*,-job-controller' ;;
+    *) die "PJ_BUILTIN_JOB_CONTROLLER must be on or off, got '$PJ_BUILTIN_JOB_CONTROLLER'" ;;
+  esac
+}
+
 start_controller_manager() {
+  local controllers
+  controllers=$(controllers)
   start kube-controller-manager "$KUBE_BIN/kube-controller-manager" \
     --kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$CLUSTER_DIR/controller-manager.kubeconfig" \
@@ -369,7 +389,7 @@ start_controller_manager() {
     --cluster-signing-cert-file="$PKI_DIR/ca.crt" --cluster-signing-key-file="$PKI_DIR/ca.key" \
     --use-service-account-credentials=true \
     --service-cluster-ip-range="$SERVICE_CIDR" \
-    --controllers='*' \
+    --controllers="$controllers" \
     --leader-elect=false \
     --profiling=false \
     --v=1
@@ -428,6 +448,7 @@ start_kwok() {
 
 main() {
   check_prereqs
+  controllers >/dev/null  # a wrong PJ_BUILTIN_JOB_CONTROLLER fails before anything starts
   # Running already? Then report it and touch nothing.
   if cluster_running; then
     report_running
