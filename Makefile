@@ -149,3 +149,10 @@ bench: prereqs build venv ## Benchmark against the built-in Job controller (hour
 bench-quick: prereqs build venv ## The benchmark scaled down: every scenario once, the API budget in scenario 1 only (a smoke test, ~2 minutes)
 	@$(LOCAL_CLUSTER_UP)
 	$(PYTHON) -m bench --quick
+
+# --- Kubernetes' own e2e suite (hack/test-upstream.sh, docs/upstream-e2e.md): its Job and
+# CronJob specs, unmodified, on the local cluster (started first if it does not answer).
+.PHONY: test-upstream
+test-upstream: prereqs build venv ## Kubernetes' e2e Job specs on the local cluster: UPSTREAM_SUITE=job|conformance|cronjob|all, UPSTREAM_CONTROLLER=builtin|operator
+	@$(LOCAL_CLUSTER_UP)
+	@hack/test-upstream.sh
