@@ -25,8 +25,9 @@ E2E_BIN=$CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/e2e.test
 OPERATOR_BIN=$REPO_ROOT/.venv/bin/paralleljob-operator
 JOB_SPECS='\[sig-apps\] Job '
 CRONJOB_SPECS='\[sig-apps\] CronJob|\[sig-apps\] TTLAfterFinished'
-# As upstream's pull-kubernetes-e2e jobs: no spec that needs the whole cluster, a
-# feature gate or an hour.
+# As upstream's parallel presubmit runs (less [Disruptive] and [Flaky], which no
+# Job spec has): no spec that needs the whole cluster, a feature gate that is off,
+# or many minutes.
 SKIP='\[Serial\]|\[Feature:|\[Slow\]'
 
 suite=${UPSTREAM_SUITE:-job}
