@@ -140,9 +140,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # The directories whose every test is exclusive: tests/bench and tests/deploy run the
 # operator in-cluster watching every namespace (a second operator for everyone else's
 # jobs) and remove the CRD; tests/chaos restarts and breaks the cluster's components;
-# tests/cluster stops and starts the whole cluster.
+# tests/cluster stops and starts the whole cluster; tests/upstream turns the built-in Job
+# controller off.
 EXCLUSIVE_DIRS = tuple(
-    REPO_ROOT / "tests" / name for name in ("bench", "chaos", "cluster", "deploy")
+    REPO_ROOT / "tests" / name for name in ("bench", "chaos", "cluster", "deploy", "upstream")
 )
 
 
