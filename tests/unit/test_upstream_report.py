@@ -12,12 +12,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
 import upstream_report as ur
 
 # As ginkgo v2.21 writes it for e2e.test (OmitFailureMessageAttr, OmitSpecLabels, the
-# leaf node type kept), abridged: the suite's own nodes, the specs that ran, one skipped
-# at run time and two the filters left out.
-JUNIT = """<?xml version="1.0" encoding="UTF-8"?>
-  <testsuites tests="7" disabled="2" errors="0" failures="2" time="301.5">
-      <testsuite name="Kubernetes e2e suite" package="/x" tests="7" disabled="0" skipped="2"
+# leaf node type kept), abridged: the run's filters, the suite's own nodes, the specs that
+# ran, one skipped at run time, one the skip pattern filtered out, one the focus left out,
+# and one selected that never ran (the suite timed out first).
+JUNIT = r"""<?xml version="1.0" encoding="UTF-8"?>
+  <testsuites tests="8" disabled="3" errors="0" failures="2" time="301.5">
+      <testsuite name="Kubernetes e2e suite" package="/x" tests="8" disabled="0" skipped="3"
           errors="0" failures="2" time="301.5" timestamp="2026-12-01T10:00:00">
+          <properties>
+              <property name="SuiteSucceeded" value="false"></property>
+              <property name="FocusStrings" value="\[sig-apps\] Job "></property>
+              <property name="SkipStrings" value="\[Serial\],\[Slow\]"></property>
+          </properties>
           <testcase name="[SynchronizedBeforeSuite]" classname="Kubernetes e2e suite"
               status="passed" time="0.4"></testcase>
           <testcase
@@ -47,11 +53,17 @@ In [It] at: job.go:1234</failure>
               classname="Kubernetes e2e suite" status="skipped" time="0">
               <skipped message="skipped"></skipped>
           </testcase>
+          <testcase name="[It] [sig-apps] Job should apply changes to a job status"
+              classname="Kubernetes e2e suite" status="skipped" time="0">
+              <skipped message="skipped"></skipped>
+          </testcase>
       </testsuite>
   </testsuites>
 """
 
-FOCUS = re.compile(r"\[sig-apps\] Job ")
+FOCUS = r"\[sig-apps\] Job "
+# The same report as an older or another tool writes it: no filters recorded.
+WITHOUT_FILTERS = re.sub(r"<properties>.*?</properties>", "", JUNIT, flags=re.S)
 
 
 def test_parse_reads_every_testcase() -> None:
@@ -75,7 +87,9 @@ def test_parse_reads_every_testcase() -> None:
         ("[sig-apps] Job should run on a node with some label", "skipped", "skipped", 0.01),
         ("[sig-apps] Job should keep going [Serial]", "skipped", "skipped", 0.0),
         ("[sig-storage] CSI Volumes should mount", "skipped", "skipped", 0.0),
+        ("[sig-apps] Job should apply changes to a job status", "skipped", "skipped", 0.0),
     ]
+    assert (report.focus, report.skip) == (r"\[sig-apps\] Job ", r"\[Serial\]|\[Slow\]")
     specs = {s.name: s for s in report.specs}
     assert specs["[SynchronizedBeforeSuite]"].suite_node
     failed = specs["[sig-apps] Job should fail to exceed backoffLimit [Conformance]"]
@@ -87,7 +101,10 @@ def test_parse_reads_every_testcase() -> None:
         "Requires at least 2 nodes (not 1)",
         False,
     )
-    assert specs["[sig-apps] Job should keep going [Serial]"].filtered
+    serial = specs["[sig-apps] Job should keep going [Serial]"]
+    assert (serial.filtered, serial.not_run) == (True, False)
+    never_ran = specs["[sig-apps] Job should apply changes to a job status"]
+    assert (never_ran.filtered, never_ran.not_run) == (True, True)
 
 
 def test_a_bare_testsuite_and_missing_status_attributes_are_read() -> None:
@@ -108,16 +125,29 @@ def test_a_bare_testsuite_and_missing_status_attributes_are_read() -> None:
 
 
 def test_selected_lists_what_ran_was_skipped_at_run_time_or_matches_the_focus() -> None:
-    report = ur.parse_junit(JUNIT)
-    without_focus = [s.name for s in ur.selected(report)]
-    assert without_focus == [
+    ran = [
         "[sig-apps] Job should run a job to completion when tasks succeed [Conformance]",
         "[sig-apps] Job should fail to exceed backoffLimit [Conformance]",
         "[sig-apps] Job should delete pods when suspended",
         "[sig-apps] Job should run on a node with some label",
     ]
-    with_focus = [s.name for s in ur.selected(report, FOCUS)]
-    assert with_focus == [*without_focus, "[sig-apps] Job should keep going [Serial]"]
+    rows = ur.selected(ur.parse_junit(JUNIT))
+    assert [s.name for s in rows] == [
+        *ran,
+        "[sig-apps] Job should keep going [Serial]",
+        "[sig-apps] Job should apply changes to a job status",
+    ]
+    assert [s.not_run for s in rows] == [False] * 5 + [True]
+    # Without the filters in the report, only what started; --focus brings the rest back.
+    bare = ur.parse_junit(WITHOUT_FILTERS)
+    assert [s.name for s in ur.selected(bare)] == ran
+    given = ur.selected(bare, FOCUS, r"\[Serial\]")
+    assert [(s.name, s.not_run) for s in given[4:]] == [
+        ("[sig-apps] Job should keep going [Serial]", False),
+        ("[sig-apps] Job should apply changes to a job status", True),
+    ]
+    # A focus of our own decides what was selected, the report's skip pattern kept.
+    assert [s.not_run for s in ur.selected(ur.parse_junit(JUNIT), r"Job ")][4:] == [False, True]
 
 
 def test_a_failed_suite_node_is_listed() -> None:
@@ -137,20 +167,23 @@ def test_a_failed_suite_node_is_listed() -> None:
 
 def test_summary_counts_the_selected_specs() -> None:
     report = ur.parse_junit(JUNIT)
-    line = ur.summary("builtin", report, ur.selected(report, FOCUS))
-    assert line == "builtin: 1 passed, 2 failed, 2 skipped of 5 specs in 302 s"
+    line = ur.summary("builtin", report, ur.selected(report))
+    assert line == "builtin: 1 passed, 2 failed, 3 skipped (1 of them not run) of 6 specs in 302 s"
+    bare = ur.parse_junit(WITHOUT_FILTERS)
+    assert ur.summary("", bare, ur.selected(bare)) == (
+        "1 passed, 2 failed, 1 skipped of 4 specs in 302 s"
+    )
 
 
 def test_table_text_and_markdown() -> None:
-    report = ur.parse_junit(JUNIT)
-    specs = ur.selected(report, FOCUS)
-    text = ur.table([("", specs)])
-    lines = text.splitlines()
+    specs = ur.selected(ur.parse_junit(JUNIT))
+    lines = ur.table([("", specs)]).splitlines()
     assert lines[0].split() == ["spec", "result", "seconds"]
     assert re.search(r"\[Conformance\]  +passed +12\.2$", lines[1]), lines[1]
     assert "failed (timedout)" in lines[3]
     assert "skipped (Requires at least 2 nodes (not 1))" in lines[4]
     assert lines[5].endswith("skipped (filtered out)")
+    assert lines[6].endswith("skipped (not run)")
     md = ur.table([("", specs)], markdown=True).splitlines()
     assert md[0] == "| spec | result | seconds |"
     assert md[1] == "| --- | --- | ---: |"
@@ -183,10 +216,12 @@ def test_main_exits_1_on_a_failed_spec_and_writes_the_markdown(
 ) -> None:
     report = _write(tmp_path / "r", JUNIT)
     md = tmp_path / "specs.md"
-    status = ur.main(["--focus", FOCUS.pattern, "--markdown", str(md), str(report)])
+    status = ur.main(["--markdown", str(md), str(report)])
     out = capsys.readouterr().out
     assert status == 1
-    assert out.splitlines()[-1] == "1 passed, 2 failed, 2 skipped of 5 specs in 302 s"
+    assert out.splitlines()[-1] == (
+        "1 passed, 2 failed, 3 skipped (1 of them not run) of 6 specs in 302 s"
+    )
     assert (
         "FAILED (timedout): [sig-apps] Job should delete pods when suspended: "
         "[TIMEDOUT] A suite timeout occurred"
@@ -194,12 +229,19 @@ def test_main_exits_1_on_a_failed_spec_and_writes_the_markdown(
     assert md.read_text().startswith("| spec | result | seconds |\n")
 
 
+def _passing(text: str) -> str:
+    text = re.sub(r'status="(failed|timedout)"', 'status="passed"', text)
+    return re.sub(r"<failure.*?</failure>", "", text, flags=re.S)
+
+
+def test_main_exits_1_when_a_selected_spec_did_not_run(tmp_path: Path) -> None:
+    assert ur.main([str(_write(tmp_path / "r", _passing(JUNIT)))]) == 1
+
+
 def test_main_exits_0_when_every_selected_spec_passed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    passing = re.sub(r'status="(failed|timedout)"', 'status="passed"', JUNIT)
-    passing = re.sub(r"<failure.*?</failure>", "", passing, flags=re.S)
-    report = _write(tmp_path / "r", passing)
+    report = _write(tmp_path / "r", _passing(WITHOUT_FILTERS))
     assert ur.main([f"builtin={report}"]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == (
         "builtin: 3 passed, 0 failed, 1 skipped of 4 specs in 302 s"
