@@ -180,7 +180,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> 
             app.recorder,
             config.controller,
             pods_of=pods_of,
-            job_exists=lambda uid, jobs=jobs: uid in jobs,  # type: ignore[misc]
+            job_exists=jobs.__contains__,
             kind=kind,
         )
     metrics.track_state(list(app.controllers.values()))
