@@ -111,9 +111,18 @@ class Kubectl:
         return json.loads(self.run(*args, "-o", "json").stdout)
 
     def create_pj(self, name: str, template: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        return self._create("paralleljob.dev/v1alpha1", "ParallelJob", name, template, spec)
+
+    def create_job(self, name: str, template: dict[str, Any], **spec: Any) -> dict[str, Any]:
+        """A batch/v1 Job (``spec.managedBy`` says who runs it)."""
+        return self._create("batch/v1", "Job", name, template, spec)
+
+    def _create(
+        self, api_version: str, kind: str, name: str, template: dict[str, Any], spec: Any
+    ) -> dict[str, Any]:
         body = {
-            "apiVersion": "paralleljob.dev/v1alpha1",
-            "kind": "ParallelJob",
+            "apiVersion": api_version,
+            "kind": kind,
             "metadata": {"name": name},
             "spec": {**spec, "template": template},
         }

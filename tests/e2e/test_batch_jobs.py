@@ -6,7 +6,6 @@ the built-in Job controller."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -19,16 +18,6 @@ from .conftest import Operator
 from .support import Kubectl, busybox_template, parse_table
 
 pytestmark = [pytest.mark.realnode]
-
-
-def _create_job(k: Kubectl, name: str, template: dict[str, Any], **spec: Any) -> None:
-    body = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {**spec, "template": template},
-    }
-    k.run("create", "-f", "-", input=json.dumps(body))
 
 
 def _job(k: Kubectl, name: str) -> dict[str, Any]:
@@ -69,8 +58,8 @@ def test_a_job_that_names_the_operator_is_run_by_it_as_upstream_runs_it(
     operator: Operator, k: Kubectl
 ) -> None:
     template = busybox_template("echo $JOB_COMPLETION_INDEX; hostname")
-    _create_job(
-        k, "indexed", template, completions=3, parallelism=3, completionMode="Indexed",
+    k.create_job(
+        "indexed", template, completions=3, parallelism=3, completionMode="Indexed",
         managedBy=c.MANAGED_BY,
     )  # fmt: skip
 
@@ -122,7 +111,7 @@ def test_a_job_that_names_the_operator_is_run_by_it_as_upstream_runs_it(
 def test_a_job_that_names_no_controller_is_left_to_the_built_in(
     operator: Operator, k: Kubectl
 ) -> None:
-    _create_job(k, "builtin", busybox_template("true"), completions=1)
+    k.create_job("builtin", busybox_template("true"), completions=1)
 
     def complete() -> dict[str, Any] | None:
         job = _job(k, "builtin")
