@@ -24,6 +24,7 @@ from typing import Any
 
 from paralleljob import constants as c
 from paralleljob.shell.events import COMPONENT
+from tests.support.wait import wait_until
 
 from .support import Kubectl, parse_table
 from .workqueue import Queue
@@ -68,6 +69,24 @@ def drained_by(queue: Queue, batches: list[list[str]]) -> list[set[str]]:
     """For each batch, the Jobs whose pods ran its items."""
     by = queue.hash("by")
     return [{job_of(by[item]) for item in batch} for batch in batches]
+
+
+def history_kept(k: Kubectl, selector: str, history: int, gone: set[str]) -> list[str]:
+    """Waits until at most ``history`` complete Jobs of ``selector`` remain and no pod of
+    the Jobs ``gone`` is left (their controller deletes them, the garbage collector their
+    pods); returns the complete Jobs kept, none of ``gone`` among them."""
+
+    def kept() -> list[str] | None:
+        complete = [j["metadata"]["name"] for j in jobs(k, selector) if terminal(j) == "Complete"]
+        left = k.json("get", "pods", "-l", selector)["items"]
+        of_gone = [p for p in left if p["metadata"]["labels"].get(JOB_NAME_LABEL) in gone]
+        return complete if len(complete) <= history and not of_gone else None
+
+    complete: list[str] = wait_until(
+        kept, timeout=60, interval=1, what=f"at most {history} complete Job kept"
+    )
+    assert not set(complete) & gone
+    return complete
 
 
 def show_jobs(k: Kubectl, selector: str, when: str) -> str:

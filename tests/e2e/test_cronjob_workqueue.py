@@ -33,11 +33,11 @@ from tests.support.wait import wait_until
 
 from .conftest import Operator
 from .relaunched import (
-    JOB_NAME_LABEL,
     PodsSeen,
     assert_printed_as_the_seed_s_workload_3,
     assert_run_by_the_operator_alone,
     drained_by,
+    history_kept,
     jobs,
     settled,
     show_jobs,
@@ -112,20 +112,7 @@ def test_a_cronjob_relaunches_the_work_queue_each_batch_drained_by_a_scheduled_j
 
             # The history limit: the first batch's Job goes (the CronJob controller deletes
             # it, the garbage collector its pods), HISTORY complete Jobs at most remain.
-            def kept() -> list[str] | None:
-                complete = [
-                    j["metadata"]["name"] for j in jobs(k, SELECTOR) if terminal(j) == "Complete"
-                ]
-                left = k.json("get", "pods", "-l", SELECTOR)["items"]
-                of_first = [
-                    p for p in left if p["metadata"]["labels"].get(JOB_NAME_LABEL) in ran_first
-                ]
-                return complete if len(complete) <= HISTORY and not of_first else None
-
-            complete = wait_until(
-                kept, timeout=60, interval=1, what=f"at most {HISTORY} complete Job kept"
-            )
-            assert not set(complete) & ran_first
+            history_kept(k, SELECTOR, HISTORY, ran_first)
             show_jobs(k, SELECTOR, f"successfulJobsHistoryLimit {HISTORY}")
             status = k.json("get", "cronjob", NAME)["status"]
             assert status.get("lastSuccessfulTime") and not status.get("active"), status

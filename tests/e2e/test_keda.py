@@ -51,11 +51,11 @@ from tests.support.wait import wait_until
 
 from .conftest import Operator
 from .relaunched import (
-    JOB_NAME_LABEL,
     PodsSeen,
     assert_printed_as_the_seed_s_workload_3,
     assert_run_by_the_operator_alone,
     drained_by,
+    history_kept,
     jobs,
     settled,
     show_jobs,
@@ -421,22 +421,7 @@ def test_keda_scaledjob_starts_a_job_run_by_the_operator_only_while_the_stream_h
 
             # The history limit: KEDA deletes the first batch's Job on a poll, the garbage
             # collector its pods.
-            def kept() -> list[str] | None:
-                complete = [
-                    j["metadata"]["name"]
-                    for j in jobs(k, SCALEDJOB_SELECTOR)
-                    if terminal(j) == "Complete"
-                ]
-                left = k.json("get", "pods", "-l", SCALEDJOB_SELECTOR)["items"]
-                of_first = [
-                    p for p in left if p["metadata"]["labels"].get(JOB_NAME_LABEL) in ran_first
-                ]
-                return complete if len(complete) <= SCALEDJOB_HISTORY and not of_first else None
-
-            complete = wait_until(
-                kept, timeout=60, interval=1, what=f"at most {SCALEDJOB_HISTORY} complete Job"
-            )
-            assert not set(complete) & ran_first
+            history_kept(k, SCALEDJOB_SELECTOR, SCALEDJOB_HISTORY, ran_first)
             show_jobs(k, SCALEDJOB_SELECTOR, f"successfulJobsHistoryLimit {SCALEDJOB_HISTORY}")
         finally:
             # KEDA's finalizer goes while it runs; the Jobs go with the ScaledJob (the
