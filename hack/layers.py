@@ -111,7 +111,7 @@ def trace_report() -> None:
 
     calls = asyncio.run(_trace(FakeApi, FakeRecorder))
     crossing = [(a, b) for a, b in calls if a != b]
-    print("a pod's success, from handlers.pod_event to the first API write:")
+    print("a pod's success, from handlers.pod_changed to the first API write:")
     for caller, callee in crossing:
         print(f"  {caller} -> {callee}")
     touched = {m for pair in crossing for m in pair}
@@ -122,14 +122,13 @@ WRITES = {"create_pod", "delete_pod", "patch_job", "patch_job_status", "remove_p
 
 
 async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
-    import kopf
-
     from paralleljob import constants as c
     from paralleljob import handlers
     from paralleljob.config import ControllerConfig
     from paralleljob.core.kind import PARALLELJOB
     from paralleljob.core.model import parse_pod
     from paralleljob.shell.controller import Controller
+    from paralleljob.shell.pod_cache import PodCache
 
     job = {
         "apiVersion": c.API_VERSION,
@@ -148,7 +147,8 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
     app = handlers.App()
     app.kinds = (PARALLELJOB,)
     app.controllers = {PARALLELJOB.kind: controller}
-    memo = kopf.Memo(app=app)
+    app.pods = PodCache()
+    app.tasks = set()
     controller.job_seen(api.job)
     await _until(lambda: len(api.pods) == 1 and _idle(controller))
     [pod] = api.pods.values()
@@ -169,8 +169,7 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
             recorded.append((caller, callee))
 
     sys.setprofile(profile)
-    pod_event: Any = handlers.pod_event
-    await pod_event(event={"type": "MODIFIED", "object": body}, body=body, memo=memo)
+    handlers.pod_changed(app, None, handlers.read_pod(app, body), gone=False)
     await _until(lambda: len(api.calls) > before)
     sys.setprofile(None)
     await controller.stop_all()

@@ -1,14 +1,6 @@
 """The kopf wiring: thin handlers that feed the controllers, one per kind of job
 (core/kind.py): ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
 
-* ``pods_by_job`` -- an index of the operator's pods by their job's uid, holding the
-  few fields the core needs (a PodInfo), never whole pod bodies; each pod read as of
-  its kind (kind.kind_of_pod).
-* ``paralleljobs_by_uid``, ``jobs_by_uid`` -- which jobs exist (to recognise orphaned
-  pods).
-* ``pod_event`` -- any event of one of the operator's pods wakes its job's loop: a pod
-  event reaches a decision without listing anything. Pods get no create/update
-  handlers, so kopf never writes to a pod.
 * ``paralleljob_event``, ``job_event`` -- the first event of a job starts its sync loop
   (an asyncio task, not a kopf daemon: a daemon would need a finalizer on every job,
   and deleting a job must never wait for the operator); later events wake it; DELETED
@@ -17,20 +9,31 @@
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``startup`` -- builds what the handlers share from the settings in kopf's memo
-  (parsed once by the CLI) and serves the Prometheus metrics (metrics.py).
+  (parsed once by the CLI), starts the informers and serves the Prometheus metrics
+  (metrics.py).
+
+Pods are not kopf's: the operator's own informers (shell/informer.py) list them in
+pages and watch them, each pod read once into a PodInfo (kind.kind_of_pod says as what
+kind's) and filed by its jobs' uids (pod_cache.py); any change of one wakes its job's
+loop. A metadata-only informer per kind says which jobs exist, for orphaned pods. No
+job syncs before the pods are listed, no pod is judged an orphan before the jobs are
+(CacheSync). kopf has no index, so no barrier that holds every handler until every
+object is indexed (issue 23: CPU quadratic in the objects).
 
 The pod watch is filtered on the server by the label every pod the operator creates
-carries (kind.WATCH_LABEL, settings.watching.label_selectors), except with
-PJ_MANAGE_JOBS=all: then the pods the built-in Job controller created are the
-operator's too, and they carry only ``batch.kubernetes.io/controller-uid``.
+carries (kind.WATCH_LABEL), except with PJ_MANAGE_JOBS=all: then the pods the built-in
+Job controller created are the operator's too, and they carry only
+``batch.kubernetes.io/controller-uid``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import kopf
@@ -39,12 +42,14 @@ from aiohttp import web
 from .config import MANAGE_JOBS_ALL, MANAGE_JOBS_OFF, OperatorConfig
 from .core.kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
 from .core.model import PodInfo, parse_pod
+from .json_types import JsonDict
 from .shell import metrics
-from .shell.controller import Controller
+from .shell.controller import CacheSync, Controller
 from .shell.events import EventRecorder
+from .shell.informer import PAGE_SIZE, Informer, KubeListWatch
 from .shell.kube import Kube, load_configuration
+from .shell.pod_cache import PodCache
 from .shell.progress import describe
-from .shell.ref_manager import candidate_jobs
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +59,9 @@ _JOB_PODS = batch_job(take_unmanaged=False)
 #: The labels that make a pod one of a job's: the operator's, or a Job's (all mode).
 _POD_LABELS = (WATCH_LABEL, _JOB_PODS.controller_uid_label)
 _TRACKING_FINALIZERS = frozenset(_JOB_PODS.finalizers + PARALLELJOB.finalizers)
+
+#: A pod as the pod informer keeps it: its kind's name and what the core reads.
+CachedPod = tuple[str, PodInfo]
 
 
 def job_kinds(config: OperatorConfig) -> tuple[JobKind, ...]:
@@ -72,6 +80,14 @@ class App:
     kinds: tuple[JobKind, ...]
     kube: Kube
     recorder: EventRecorder
+    pods: PodCache
+    #: The pod informers, and a metadata-only informer of each kind's jobs, by kind
+    #: name (one of each per namespace watched, or one for all of them).
+    pod_informers: list[Informer[CachedPod]]
+    job_informers: dict[str, list[Informer[bool]]]
+    synced: CacheSync
+    #: The informers, their sync, and the finalizer releases pod changes called for.
+    tasks: set[asyncio.Task[None]]
     metrics_server: web.AppRunner | None
     loop_lag: asyncio.Task[None]
 
@@ -81,17 +97,7 @@ def _app(memo: Any) -> App:
     return app
 
 
-def _pods_of(index: kopf.Index[str, PodInfo]) -> Callable[[str], list[PodInfo]]:
-    """The pod index as the controller reads it: a job uid's pods."""
-
-    def pods_of(uid: str) -> list[PodInfo]:
-        store = index.get(uid)
-        return list(store) if store is not None else []
-
-    return pods_of
-
-
-def _is_jobs_pod(meta: Mapping[str, Any], **_: Any) -> bool:
+def _is_jobs_pod(meta: Mapping[str, Any]) -> bool:
     """A pod labelled as a job's; or one that was and still holds a tracking finalizer
     (its labels removed: with PJ_MANAGE_JOBS=all no server-side selector turns that
     into a DELETED event, and its job must release it, as upstream's ref manager does)."""
@@ -102,14 +108,125 @@ def _is_jobs_pod(meta: Mapping[str, Any], **_: Any) -> bool:
     )
 
 
-def _read_pod(app: App, body: kopf.Body) -> tuple[Controller, PodInfo] | None:
-    """The controller of a pod's kind and the pod read as of that kind; None for a pod
-    of a kind not reconciled."""
-    kind = kind_of_pod(body.get("metadata", {}), app.kinds)
-    controller = app.controllers.get(kind.kind) if kind is not None else None
-    if kind is None or controller is None:
+def read_pod(app: App, body: Mapping[str, Any]) -> CachedPod | None:
+    """A pod read as of its kind; None for a pod of no job, or of a kind not reconciled."""
+    meta = body.get("metadata") or {}
+    if not _is_jobs_pod(meta):
         return None
-    return controller, parse_pod(body, kind)
+    kind = kind_of_pod(meta, app.kinds)
+    if kind is None or kind.kind not in app.controllers:
+        return None
+    return kind.kind, parse_pod(body, kind)
+
+
+def pod_changed(app: App, old: CachedPod | None, new: CachedPod | None, gone: bool) -> None:
+    """The pod informer's change: the cache files the pod anew and its kind's controller
+    sees it (a pod no longer a job's is seen as gone, without the finalizer it no longer
+    has); a finalizer release it calls for runs beside the watch."""
+    app.pods.change(old[1] if old else None, new[1] if new else None)
+    if new is not None:
+        kind, pod = new
+    elif old is not None:
+        kind, pod = old[0], old[1] if gone else replace(old[1], has_finalizer=False)
+        gone = True
+    else:
+        return
+    release = app.controllers[kind].observe_pod(pod, gone)
+    if release is not None:
+        _spawn(app, release, f"release {pod.namespace}/{pod.name}")
+
+
+def _spawn(app: App, coro: Coroutine[Any, Any, None], name: str) -> None:
+    task = asyncio.create_task(coro, name=name)
+    app.tasks.add(task)
+    task.add_done_callback(app.tasks.discard)
+
+
+def _scopes(config: OperatorConfig) -> tuple[str, ...]:
+    """The namespaces watched, "" for all of them."""
+    return config.namespaces or ("",)
+
+
+def _pods_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+
+
+def _jobs_path(kind: JobKind, namespace: str) -> str:
+    if namespace:
+        return kind.path(namespace)
+    root = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    return f"{root}/{kind.plural}"
+
+
+def _start_informers(app: App, config: OperatorConfig) -> None:
+    """The pod informers and the jobs' metadata informers, each a task; and the task
+    that opens the gates as they sync (CacheSync)."""
+    selector = "" if config.manage_jobs == MANAGE_JOBS_ALL else WATCH_LABEL
+    app.pod_informers = [
+        Informer(
+            KubeListWatch(app.kube, _pods_path(ns)),
+            project=lambda body: read_pod(app, body),
+            on_change=lambda old, new, gone: pod_changed(app, old, new, gone),
+            name=f"pods in {ns or 'all namespaces'}",
+            label_selector=selector,
+        )
+        for ns in _scopes(config)
+    ]
+    app.job_informers = {
+        kind.kind: [
+            Informer(
+                KubeListWatch(app.kube, _jobs_path(kind, ns), metadata_only=True),
+                project=_exists,
+                on_change=_nothing,
+                name=f"{kind.plural} in {ns or 'all namespaces'}",
+            )
+            for ns in _scopes(config)
+        ]
+        for kind in app.kinds
+    }
+    informers: list[Informer[Any]] = [*app.pod_informers]
+    for each in app.job_informers.values():
+        informers.extend(each)
+    for informer in informers:
+        _spawn(app, informer.run(), informer.name)
+    _spawn(app, _open_gates(app), "cache sync")
+
+
+def _exists(body: JsonDict) -> bool:
+    return True
+
+
+def _nothing(old: bool | None, new: bool | None, gone: bool) -> None:
+    return None
+
+
+async def _open_gates(app: App) -> None:
+    """Job syncs start once every pod is listed; orphans are judged once every job is
+    too. Then what was listed is frozen out of the cyclic GC's full collections (it
+    lives as long as its object; a full collection over 50,000 pods stalls the loop)."""
+    await asyncio.gather(*(i.synced.wait() for i in app.pod_informers))
+    app.synced.pods.set()
+    log.info("pods listed: %d jobs have pods", len(app.pods))
+    for informers in app.job_informers.values():
+        await asyncio.gather(*(i.synced.wait() for i in informers))
+    app.synced.jobs.set()
+    await asyncio.gather(*(c.judge_orphans() for c in app.controllers.values()))
+    gc.freeze()
+
+
+def _job_exists(app: App, kind: JobKind, controller: Controller) -> Callable[[str], bool]:
+    informers = app.job_informers[kind.kind]
+
+    def job_exists(uid: str) -> bool:
+        """Listed or watched, or already seen by the controller (kopf's job watch may
+        be ahead of the metadata informer)."""
+        return (
+            uid in controller.jobs
+            or uid in controller.left_alone
+            or any(uid in i.store for i in informers)
+        )
+
+    return job_exists
 
 
 @kopf.on.login()
@@ -153,14 +270,12 @@ class NoDiffBase(kopf.DiffBaseStorage):
 
 
 @kopf.on.startup()
-async def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> None:
-    """Builds a controller per kind once, with the indexes kopf fills (empty until the
-    initial listing): the pods by job uid, and which jobs of each kind exist."""
+async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    """Builds a controller per kind once, and the informers that fill their pod cache."""
     config: OperatorConfig = getattr(memo, "config", None) or OperatorConfig()
     settings.posting.enabled = False  # the operator posts its own Events
     settings.persistence.diffbase_storage = NoDiffBase()
-    if config.manage_jobs != MANAGE_JOBS_ALL:
-        settings.watching.label_selectors["", "v1", "pods"] = WATCH_LABEL
+    settings.watching.chunk_size = PAGE_SIZE  # the jobs' listing, in pages
     settings.execution.max_workers = 2  # nothing runs in threads
     api = config.api
     kube = Kube(
@@ -170,19 +285,23 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> 
     app.kube = kube
     app.recorder = EventRecorder(kube)
     app.kinds = job_kinds(config)
-    pods_of = _pods_of(kwargs["pods_by_job"])
-    indexes = {PARALLELJOB.kind: "paralleljobs_by_uid", _JOB_PODS.kind: "jobs_by_uid"}
+    app.pods = PodCache()
+    app.synced = CacheSync(pods=asyncio.Event(), jobs=asyncio.Event())
+    app.tasks = set()
     app.controllers = {}
+    app.job_informers = {kind.kind: [] for kind in app.kinds}
     for kind in app.kinds:
-        jobs: kopf.Index[str, bool] = kwargs[indexes[kind.kind]]
-        app.controllers[kind.kind] = Controller(
+        controller = Controller(
             kube.for_kind(kind),
             app.recorder,
             config.controller,
-            pods_of=pods_of,
-            job_exists=jobs.__contains__,
+            pods_of=app.pods.pods_of,
             kind=kind,
+            synced=app.synced,
         )
+        controller.job_exists = _job_exists(app, kind, controller)
+        app.controllers[kind.kind] = controller
+    _start_informers(app, config)
     metrics.track_state(list(app.controllers.values()))
     app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
@@ -197,37 +316,14 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **kwargs: Any) -> 
 async def cleanup(memo: Any, **_: Any) -> None:
     app = _app(memo)
     app.loop_lag.cancel()
+    for task in list(app.tasks):
+        task.cancel()
+    await asyncio.gather(*app.tasks, return_exceptions=True)
     await asyncio.gather(*(c.stop_all() for c in app.controllers.values()))
     if app.metrics_server is not None:
         await app.metrics_server.cleanup()
     await app.recorder.close()
     await app.kube.close()
-
-
-@kopf.index("", "v1", "pods", when=_is_jobs_pod)
-async def pods_by_job(body: kopf.Body, memo: Any, **_: Any) -> dict[str, PodInfo]:
-    read = _read_pod(_app(memo), body)
-    if read is None:
-        return {}
-    pod = read[1]
-    return {uid: pod for uid in candidate_jobs(pod)}
-
-
-@kopf.index(PARALLELJOB.group, PARALLELJOB.version, PARALLELJOB.plural)
-async def paralleljobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
-    return {uid or "": True}
-
-
-async def jobs_by_uid(uid: str | None, **_: Any) -> dict[str, bool]:
-    return {uid or "": True}
-
-
-@kopf.on.event("", "v1", "pods", when=_is_jobs_pod)
-async def pod_event(event: kopf.RawEvent, body: kopf.Body, memo: Any, **_: Any) -> None:
-    read = _read_pod(_app(memo), body)
-    if read is not None:
-        controller, pod = read
-        await controller.pod_seen(pod, gone=event.get("type") == "DELETED")
 
 
 async def _job_event(controller: Controller, event: kopf.RawEvent) -> None:
@@ -252,11 +348,9 @@ async def job_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
 
 
 def watch_jobs() -> None:
-    """Registers the batch/v1 Job handlers (PJ_MANAGE_JOBS is not off): the operator
+    """Registers the batch/v1 Job handler (PJ_MANAGE_JOBS is not off): the operator
     then lists and watches Jobs, which needs its RBAC's jobs rule."""
-    resource = (_JOB_PODS.group, _JOB_PODS.version, _JOB_PODS.plural)
-    kopf.index(*resource)(jobs_by_uid)
-    kopf.on.event(*resource)(job_event)
+    kopf.on.event(_JOB_PODS.group, _JOB_PODS.version, _JOB_PODS.plural)(job_event)
 
 
 @kopf.on.probe(id="progress")

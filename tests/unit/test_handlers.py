@@ -1,4 +1,4 @@
-"""The kopf wiring (handlers.py): pod events and the liveness probe."""
+"""The wiring (handlers.py): pod changes from the pod informer, and the liveness probe."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from paralleljob.config import ControllerConfig
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import PodInfo
 from paralleljob.shell.controller import Controller
+from paralleljob.shell.pod_cache import PodCache
 from paralleljob.shell.runtime import JobRuntime
 
 from .fake_api import Call, FakeApi, FakeRecorder
 
 # kopf's decorators type handlers as its ActivityFn; call them as the plain coroutines.
 progress_probe = cast(Callable[..., Coroutine[Any, Any, dict[str, int]]], handlers.progress)
-pod_event = cast(Callable[..., Coroutine[Any, Any, None]], handlers.pod_event)
 
 JOB: dict[str, Any] = {
     "metadata": {"name": "j", "namespace": "ns", "uid": "u-1", "resourceVersion": "5"},
@@ -53,13 +53,16 @@ def _memo(
     )
     app.kinds = (PARALLELJOB,)
     app.controllers = {PARALLELJOB.kind: controller}
+    app.pods = PodCache()
+    app.tasks = set()
     return kopf.Memo(app=app), controller, api
 
 
 async def _pod_event(memo: kopf.Memo) -> None:
-    labels = POD["metadata"]["labels"]
-    event = {"type": "ADDED", "object": POD}
-    await pod_event(event=event, body=POD, labels=labels, memo=memo)
+    """The pod informer's change for POD, new to it; and the release it called for."""
+    app = memo.app
+    handlers.pod_changed(app, None, handlers.read_pod(app, POD), gone=False)
+    await asyncio.gather(*app.tasks)
 
 
 def test_a_pod_event_settles_its_job_s_expectations_and_wakes_its_loop() -> None:
@@ -107,10 +110,9 @@ def test_the_probe_passes_before_startup() -> None:
     assert result == {"jobs": 0}
 
 
-def test_the_pod_index_keeps_a_pod_s_completion_index() -> None:
-    """The core's Indexed decisions read the index from the pod index (PodInfo), never a
+def test_the_pod_cache_keeps_a_pod_s_completion_index() -> None:
+    """The core's Indexed decisions read the index from the pod cache (PodInfo), never a
     pod body: the annotations are parsed into plain int fields."""
-    pods_by_job = cast(Callable[..., Coroutine[Any, Any, dict[str, PodInfo]]], handlers.pods_by_job)
     meta = {
         **POD["metadata"],
         "annotations": {
@@ -118,10 +120,38 @@ def test_the_pod_index_keeps_a_pod_s_completion_index() -> None:
             "paralleljob.dev/job-index-failure-count": "2",
         },
     }
-    memo, _, _ = _memo(ControllerConfig())
-    index = asyncio.run(pods_by_job(body={**POD, "metadata": meta}, memo=memo))
-    pod = index["u-1"]
+
+    async def run() -> list[PodInfo]:
+        memo, _, _ = _memo(ControllerConfig(), {"u-1": True})
+        cached = handlers.read_pod(memo.app, {**POD, "metadata": meta})
+        handlers.pod_changed(memo.app, None, cached, gone=False)
+        pods: list[PodInfo] = memo.app.pods.pods_of("u-1")
+        return pods
+
+    [pod] = asyncio.run(run())
     assert (pod.completion_index, pod.index_failure_count) == (4, 2)
+
+
+def test_a_pod_that_is_no_longer_a_job_s_leaves_the_cache_and_wakes_its_job() -> None:
+    """Its labels and finalizer removed (PJ_MANAGE_JOBS=all: no selector makes that a
+    DELETED event), the pod is out of the informer's scope: its job sees it gone, and
+    nothing is released (it holds no finalizer any more)."""
+
+    async def run() -> tuple[JobRuntime, FakeApi, kopf.Memo]:
+        memo, controller, api = _memo(ControllerConfig(), {"u-1": True})
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        old = handlers.read_pod(memo.app, POD)
+        handlers.pod_changed(memo.app, None, old, gone=False)
+        rt.loop.wake.clear()
+        handlers.pod_changed(memo.app, old, None, gone=False)
+        await asyncio.gather(*memo.app.tasks)
+        return rt, api, memo
+
+    rt, api, memo = asyncio.run(run())
+    assert memo.app.pods.pods_of("u-1") == []
+    assert rt.loop.wake.is_set()
+    assert api.calls == []
 
 
 def test_kopf_keeps_no_diff_base_of_the_objects() -> None:
@@ -157,4 +187,4 @@ def test_which_pods_the_handlers_see(meta: dict[str, Any], watched: bool) -> Non
     """With PJ_MANAGE_JOBS=all the pod watch has no selector: the handlers take a job's
     pods, and a pod whose labels were removed while it holds a tracking finalizer, which
     its job must release."""
-    assert handlers._is_jobs_pod(meta=meta) is watched
+    assert handlers._is_jobs_pod(meta) is watched

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from .. import constants as c
@@ -26,7 +27,7 @@ from . import metrics
 from .api import ControllerApi
 from .claims import PodsOf
 from .events import Recorder
-from .job_loops import JobLoops, loop_clock
+from .job_loops import JobLoops, has_pending_work, loop_clock
 from .job_sync import REAL_CLOCK, Clock, JobSync
 from .pod_writer import PodWriter
 from .progress import Stall, stalls
@@ -41,6 +42,26 @@ def _no_job_known(uid: str) -> bool:
     return False
 
 
+def _synced_now() -> asyncio.Event:
+    synced = asyncio.Event()
+    synced.set()
+    return synced
+
+
+@dataclass
+class CacheSync:
+    """What the caches have listed (handlers.py sets them as the informers sync)."""
+
+    #: The pods: no job syncs before (it would create the pods it cannot see).
+    pods: asyncio.Event = field(default_factory=_synced_now)
+    #: The pods and which jobs exist: no pod is taken for an orphan before.
+    jobs: asyncio.Event = field(default_factory=_synced_now)
+
+
+#: A pod's finalizer release, for the caller to run (None: nothing to release).
+Release = Coroutine[Any, Any, None] | None
+
+
 class Controller:
     def __init__(
         self,
@@ -51,6 +72,7 @@ class Controller:
         clock: Clock = REAL_CLOCK,
         job_exists: Callable[[str], bool] = _no_job_known,
         kind: JobKind = PARALLELJOB,
+        synced: CacheSync | None = None,
     ) -> None:
         #: The kind of job this controller runs (core/kind.py).
         self.kind = kind
@@ -61,7 +83,16 @@ class Controller:
         self.pods = PodWriter(api, recorder, config, clock.monotonic)
         self.status = StatusWriter(api, config, clock.monotonic)
         self.syncer = JobSync(api, recorder, config, clock, pods_of, self.pods, self.status)
-        self.loops = JobLoops(self.syncer.sync, config, clock.monotonic, self.status.forget)
+        self.synced = synced or CacheSync()
+        self.loops = JobLoops(
+            self.syncer.sync,
+            config,
+            clock.monotonic,
+            self.status.forget,
+            ready=self.synced.pods,
+        )
+        #: Pods that looked orphaned before the caches synced, by uid: judged then.
+        self.orphans_to_judge: dict[str, PodInfo] = {}
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
         #: The uids of the jobs another controller runs (spec.managedBy), seen.
         self.left_alone: set[str] = set()
@@ -128,18 +159,25 @@ class Controller:
         await asyncio.gather(*(self.pods.release_orphan(namespace, pod.name) for pod in held))
 
     async def pod_seen(self, pod: PodInfo, gone: bool) -> None:
+        """A pod event, and the finalizer release it calls for, if any."""
+        release = self.observe_pod(pod, gone)
+        if release is not None:
+            await release
+
+    def observe_pod(self, pod: PodInfo, gone: bool) -> Release:
         """A pod event: it settles the expectations of the jobs it may belong to and
-        wakes their loops; an orphan, or a pod that left the watch, is released."""
+        wakes their loops. Returns the release of an orphan, or of a pod that left the
+        watch, for the caller to run (the pod informer runs it beside the watch)."""
         finished = pod.phase in (c.SUCCEEDED, c.FAILED)
         self.finished_with_finalizer.observe(pod.uid, finished and pod.has_finalizer and not gone)
+        self.orphans_to_judge.pop(pod.uid, None)
         if gone and pod.has_finalizer:
             # A pod holding a finalizer cannot be gone: its label was removed, so the
             # filtered watch let it go (and shows its last matching state). No job sees
             # it again: release it now, or deleting it would hang on the finalizer.
-            await self.pods.release_unwatched(pod)
+            return self.pods.release_unwatched(pod)
         looked_at = False
-        candidates = candidate_jobs(pod)
-        for uid in candidates:
+        for uid in candidate_jobs(pod):
             rt = self.jobs.get(uid)
             # A stopped loop (its job deleted) may still be finishing a sync that creates
             # pods: those are orphans already, released below.
@@ -149,20 +187,39 @@ class Controller:
                 )
                 rt.loop.poke()
                 looked_at = True
-        orphan = not any(self.job_exists(uid) for uid in candidates)
-        if pod.has_finalizer and not gone and not looked_at and orphan:
-            await self.pods.release_orphan(pod.namespace, pod.name)
+        if not pod.has_finalizer or gone or looked_at:
+            return None
+        if not self.synced.jobs.is_set():
+            self.orphans_to_judge[pod.uid] = pod
+            return None
+        return self._release_if_orphan(pod)
+
+    def _release_if_orphan(self, pod: PodInfo) -> Release:
+        if any(self.job_exists(uid) for uid in candidate_jobs(pod)):
+            return None
+        return self.pods.release_orphan(pod.namespace, pod.name)
+
+    async def judge_orphans(self) -> None:
+        """The caches have synced: the pods that looked orphaned meanwhile are judged
+        now, by which jobs exist (those whose job was listed meanwhile are kept)."""
+        pods = list(self.orphans_to_judge.values())
+        self.orphans_to_judge.clear()
+        releases = [r for r in map(self._release_if_orphan, pods) if r is not None]
+        await asyncio.gather(*releases)
 
     async def stop_all(self) -> None:
         """Operator shutdown: every loop stops after its current sync."""
         await self.loops.stop_all()
 
     def stalls(self, now: float) -> list[Stall]:
-        """The job loops with work pending for longer than ``stall_seconds``."""
+        """The job loops with work pending for longer than ``stall_seconds``; a loop
+        with nothing pending costs a few comparisons (the probe runs every few seconds
+        over every job)."""
         clocks = {
             f"{rt.namespace}/{rt.name}": loop_clock(
                 rt, {p.uid: p for p in self.pods_of(rt.uid)}, now
             )
             for rt in list(self.jobs.values())
+            if has_pending_work(rt, now)
         }
         return stalls(clocks, now, self.config.stall_seconds)

@@ -73,6 +73,10 @@ class UIDTrackingExpectations:
         return frozenset(self._finalizer_removals)
 
     # -- the liveness probe ------------------------------------------------------------
+    def pending(self) -> bool:
+        """Any pod change expected (the cache may settle it already)."""
+        return bool(self._creates or self._deletes or self._finalizer_removals)
+
     def unobserved_since(self, pods: Mapping[str, PodInfo], now: float) -> float | None:
         """When the oldest expectation the cache does not settle was made (changes
         nothing: the probe only looks)."""

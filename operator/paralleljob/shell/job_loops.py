@@ -65,6 +65,18 @@ class LoopState:
         self.wake.set()
 
 
+def has_pending_work(rt: JobRuntime, now: float) -> bool:
+    """Anything the liveness probe would look at (cheap: no pods are read)."""
+    loop = rt.loop
+    return (
+        loop.woken_at is not None
+        or (loop.timer_due is not None and loop.timer_due <= now)
+        or loop.sync_started is not None
+        or rt.status.unechoed is not None
+        or rt.pods.expectations.pending()
+    )
+
+
 def loop_clock(rt: JobRuntime, pods: Mapping[str, PodInfo], now: float) -> LoopClock:
     """The job's pending work, for the liveness probe (changes nothing)."""
     loop, unechoed = rt.loop, rt.status.unechoed
@@ -84,8 +96,11 @@ class JobLoops:
         config: ControllerConfig,
         monotonic: Callable[[], float],
         on_end: Callable[[JobRuntime], None],
+        ready: asyncio.Event | None = None,
     ) -> None:
         self._sync = sync
+        #: Set once the pod cache has listed: a job syncs only then.
+        self._ready = ready
         self.config = config
         self.monotonic = monotonic
         self._on_end = on_end
@@ -119,6 +134,8 @@ class JobLoops:
         loop = rt.loop
         delay: float | None = 0.0
         try:
+            if self._ready is not None:
+                await self._ready.wait()
             while not loop.stopped:
                 if delay is None or delay > 0:
                     loop.timer_due = None if delay is None else self.monotonic() + delay

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from kubernetes.aio import client as aio_client
@@ -34,6 +34,15 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
+
+
+async def _readline(content: Any) -> bytes:
+    """The stream's next line (b"" at its end); a broken stream is an ApiError."""
+    try:
+        line: bytes = await content.readline()
+    except Exception as exc:  # aiohttp.ClientPayloadError, TimeoutError, OSError
+        raise ApiError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
+    return line
 
 
 class ConfigError(Exception):
@@ -136,6 +145,7 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: object = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         timeout: float = 60.0,
     ) -> JsonDict:
         await self._wait_for_token()
@@ -145,7 +155,7 @@ class Kube:
                 method=method,
                 resource_path=path,
                 query_params=list(query) or None,
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                header_params={"Content-Type": content_type, "Accept": accept},
                 body=body,
                 auth_settings=["BearerToken"],
             )
@@ -176,6 +186,53 @@ class Kube:
                 response.status, str(parsed.get("reason") or response.reason), message, parsed
             )
         return parsed
+
+    async def watch(
+        self,
+        path: str,
+        query: Sequence[tuple[str, str]],
+        *,
+        accept: str = "application/json",
+        timeout: float = 360.0,
+    ) -> AsyncIterator[JsonDict]:
+        """A watch's events, decoded one line at a time as they come. It holds a
+        connection but no request slot (it would hold one for minutes); it waits for its
+        token like any request, as client-go's reflector's do. Raises ApiError for a
+        refused watch (410 Gone: the resourceVersion is too old) or a broken stream."""
+        await self._wait_for_token()
+        resource = metrics.resource_of(path)
+        params = await self.api.param_serialize(
+            method="GET",
+            resource_path=path,
+            query_params=[*query, ("watch", "true")],
+            header_params={"Accept": accept},
+            auth_settings=["BearerToken"],
+        )
+        url_method, url, headers, data, post = params
+        try:
+            response = await self.api.call_api(
+                url_method, url, headers, data, post, _request_timeout=timeout
+            )
+        except Exception as exc:  # OSError, TimeoutError, aiohttp.ClientError
+            metrics.API_REQUESTS.labels("WATCH", resource, "0").inc()
+            raise ApiError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
+        metrics.API_REQUESTS.labels("WATCH", resource, str(response.status)).inc()
+        stream = response.response
+        try:
+            if response.status >= 400:
+                raw = await stream.read()
+                parsed = json.loads(raw) if raw else {}
+                raise ApiError(
+                    response.status,
+                    str(parsed.get("reason") or response.reason),
+                    str(parsed.get("message") or response.reason or ""),
+                    parsed,
+                )
+            while line := await _readline(stream.content):
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            stream.release()
 
     # -- paths -----------------------------------------------------------------------
     def job_path(self, namespace: str, name: str, sub: str = "") -> str:
