@@ -215,15 +215,13 @@ async def _open_gates(app: App) -> None:
 
 
 def _job_exists(app: App, kind: JobKind, controller: Controller) -> Callable[[str], bool]:
-    informers = app.job_informers[kind.kind]
-
     def job_exists(uid: str) -> bool:
         """Listed or watched, or already seen by the controller (kopf's job watch may
         be ahead of the metadata informer)."""
         return (
             uid in controller.jobs
             or uid in controller.left_alone
-            or any(uid in i.store for i in informers)
+            or any(uid in i.store for i in app.job_informers[kind.kind])
         )
 
     return job_exists
@@ -289,7 +287,6 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     app.synced = CacheSync(pods=asyncio.Event(), jobs=asyncio.Event())
     app.tasks = set()
     app.controllers = {}
-    app.job_informers = {kind.kind: [] for kind in app.kinds}
     for kind in app.kinds:
         controller = Controller(
             kube.for_kind(kind),

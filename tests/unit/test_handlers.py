@@ -16,6 +16,7 @@ from paralleljob.config import ControllerConfig
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import PodInfo
 from paralleljob.shell.controller import Controller
+from paralleljob.shell.informer import Informer, ListWatch
 from paralleljob.shell.pod_cache import PodCache
 from paralleljob.shell.runtime import JobRuntime
 
@@ -75,7 +76,7 @@ def test_a_pod_event_settles_its_job_s_expectations_and_wakes_its_loop() -> None
         return rt
 
     rt = asyncio.run(run())
-    assert rt.loop.wake.is_set()
+    assert rt.loop.woken
     assert rt.pods.expectations.satisfied({}, now=1.0), "the watch showed the pod created"
 
 
@@ -143,14 +144,14 @@ def test_a_pod_that_is_no_longer_a_job_s_leaves_the_cache_and_wakes_its_job() ->
         controller.jobs[rt.uid] = rt
         old = handlers.read_pod(memo.app, POD)
         handlers.pod_changed(memo.app, None, old, gone=False)
-        rt.loop.wake.clear()
+        rt.loop.woken_at = None
         handlers.pod_changed(memo.app, old, None, gone=False)
         await asyncio.gather(*memo.app.tasks)
         return rt, api, memo
 
     rt, api, memo = asyncio.run(run())
     assert memo.app.pods.pods_of("u-1") == []
-    assert rt.loop.wake.is_set()
+    assert rt.loop.woken
     assert api.calls == []
 
 
@@ -188,3 +189,18 @@ def test_which_pods_the_handlers_see(meta: dict[str, Any], watched: bool) -> Non
     pods, and a pod whose labels were removed while it holds a tracking finalizer, which
     its job must release."""
     assert handlers._is_jobs_pod(meta) is watched
+
+
+def test_a_job_the_jobs_informer_listed_is_no_orphan_s() -> None:
+    """Which jobs exist, for the orphan check, is read from the jobs' informers as they
+    are when asked (they are started after the controllers are built)."""
+    memo, controller, _ = _memo(ControllerConfig())
+    app = memo.app
+    exists = handlers._job_exists(app, PARALLELJOB, controller)
+    listed: Informer[bool] = Informer(
+        cast(ListWatch, None), project=lambda raw: True, on_change=lambda *_: None, name="pjs"
+    )
+    listed.store["u-9"] = True
+    app.job_informers = {PARALLELJOB.kind: [listed]}
+    assert exists("u-9")
+    assert not exists("u-0")
