@@ -178,8 +178,7 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
 
 def _idle(controller: Any) -> bool:
     return all(
-        rt.loop.sync_started is None and not rt.loop.wake.is_set()
-        for rt in controller.jobs.values()
+        rt.loop.sync_started is None and not rt.loop.woken for rt in controller.jobs.values()
     )
 
 

@@ -94,6 +94,9 @@ class ControllerConfig:
     #: of pod events makes one sync (upstream batches pod events for 1s;
     #: ``PJ_SYNC_BATCH_SECONDS``).
     sync_batch_seconds: float = 0.1
+    #: Jobs synced at once, by as many workers of one work queue (upstream's
+    #: ``--concurrent-job-syncs``; ``PJ_CONCURRENT_JOB_SYNCS``).
+    concurrent_syncs: int = 5
     #: Retry delays after a failed API call (upstream's job work queue: 1s .. 1min).
     retry_base_seconds: float = 1.0
     retry_max_seconds: float = 60.0
@@ -213,6 +216,7 @@ def controller_config_from_env() -> ControllerConfig:
             ),
         ),
         sync_batch_seconds=_env("PJ_SYNC_BATCH_SECONDS", loop.sync_batch_seconds, minimum=0.0),
+        concurrent_syncs=_env("PJ_CONCURRENT_JOB_SYNCS", loop.concurrent_syncs, minimum=1),
         duration_refresh_qps=_env(
             "PJ_DURATION_REFRESH_QPS", loop.duration_refresh_qps, minimum=0.0
         ),

@@ -1,12 +1,16 @@
-"""The per-job loops: one asyncio task per job that sleeps until something wakes it --
-one of its pods changed, its spec changed, a timer a sync asked for ran out -- and then
-runs one sync. Syncs of one job never overlap; syncs of different jobs run concurrently.
-A failed sync is retried with back-off (retry.py); a conflict syncs again at once."""
+"""The job loops: every job's syncs, run by a few workers from one work queue
+(work_queue.py; upstream's ``--concurrent-job-syncs``, ``PJ_CONCURRENT_JOB_SYNCS``),
+with one timer for every job's next due sync (timers.py). A job is queued by its first
+event, by any later one (one of its pods changed, its spec changed), and when the delay
+its last sync asked for runs out. Syncs of one job never overlap; at most one
+event-driven sync of a job starts per ``sync_batch_seconds`` (an event after a quiet
+spell is acted on at once, a burst is gathered into the next sync). A job costs no task
+and no timer of its own, and a finished job nothing but its record. A failed sync is
+retried with back-off (retry.py); a conflict syncs again at once."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -18,6 +22,8 @@ from .api import ApiError
 from .progress import LoopClock
 from .retry import Retry
 from .status_writer import Conflict
+from .timers import Timers
+from .work_queue import WorkQueue
 
 if TYPE_CHECKING:
     from .runtime import JobRuntime
@@ -37,13 +43,13 @@ Sync = Callable[["JobRuntime"], Awaitable[Synced]]
 
 
 class LoopState:
-    """The loop's part of a job's state: what wakes it, and the progress markers the
-    liveness probe reads (monotonic seconds, see progress.py)."""
+    """The loop's part of a job's state: the progress markers the liveness probe reads
+    (monotonic seconds, see progress.py), and how it is woken."""
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._monotonic = monotonic
-        self.wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        #: Hands the job to its loops (set by JobLoops.start).
+        self._wake: Callable[[], None] = _unattached
         self.stopped = False
         #: When the last sync started, for batching pod events.
         self.last_sync_started = float("-inf")
@@ -54,15 +60,24 @@ class LoopState:
         self.sync_started: float | None = None
 
     def stop(self) -> None:
-        """Ends the loop after its current sync (the job is gone, or the operator stops)."""
+        """Ends the job's syncs after the current one (it is gone, or the operator stops)."""
         self.stopped = True
-        self.wake.set()
+        self._wake()
 
     def poke(self) -> None:
         """Wakes the loop (a pod or job event), remembering since when it has work."""
         if self.woken_at is None:
             self.woken_at = self._monotonic()
-        self.wake.set()
+        self._wake()
+
+    @property
+    def woken(self) -> bool:
+        """An event is waiting for a sync."""
+        return self.woken_at is not None
+
+
+def _unattached() -> None:
+    return None
 
 
 def has_pending_work(rt: JobRuntime, now: float) -> bool:
@@ -99,66 +114,106 @@ class JobLoops:
         ready: asyncio.Event | None = None,
     ) -> None:
         self._sync = sync
-        #: Set once the pod cache has listed: a job syncs only then.
-        self._ready = ready
         self.config = config
         self.monotonic = monotonic
         self._on_end = on_end
+        #: Set once the pod cache has listed: no job syncs before.
+        self._ready = ready
         self.jobs: dict[str, JobRuntime] = {}
+        self._queue = WorkQueue()
+        self._timers = Timers(monotonic, self._queue.add)
+        self._workers: list[asyncio.Task[None]] = []
 
     def start(self, rt: JobRuntime) -> None:
+        """A job's first event: it is synced as soon as a worker is free."""
+        if not self._workers:
+            self._start_workers()
         self.jobs[rt.uid] = rt
-        rt.loop.task = asyncio.create_task(self._run(rt), name=f"job {rt.namespace}/{rt.name}")
+        rt.loop._wake = lambda: self._woken(rt)
+        self._queue.add(rt.uid)
+
+    def _start_workers(self) -> None:
+        count = max(self.config.concurrent_syncs, 1)
+        self._workers = [
+            asyncio.create_task(self._work(), name=f"job sync worker {i}") for i in range(count)
+        ]
+        self._workers.append(asyncio.create_task(self._timers.run(), name="job timers"))
 
     async def stop_all(self) -> None:
-        """Operator shutdown: every loop stops after its current sync."""
-        tasks = [rt.loop.task for rt in self.jobs.values() if rt.loop.task is not None]
+        """Operator shutdown: the syncs running end, then the workers."""
         for rt in list(self.jobs.values()):
-            rt.loop.stop()
-        await asyncio.gather(*tasks, return_exceptions=True)
+            rt.loop.stopped = True
+        while any(self._queue.processing(uid) for uid in self.jobs):
+            await asyncio.sleep(0.01)
+        for task in self._workers:
+            task.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
+        for rt in list(self.jobs.values()):
+            self._end(rt)
 
     def pending_syncs(self) -> int:
         """Jobs woken (by an event, or their timer) whose sync has not started yet."""
-        now = self.monotonic()
-        return sum(
-            1
-            for rt in list(self.jobs.values())
-            if rt.loop.sync_started is None
-            and (
-                rt.loop.woken_at is not None
-                or (rt.loop.timer_due is not None and rt.loop.timer_due <= now)
-            )
-        )
+        return len(self._queue)
 
-    async def _run(self, rt: JobRuntime) -> None:
-        loop = rt.loop
-        delay: float | None = 0.0
-        try:
-            if self._ready is not None:
-                await self._ready.wait()
-            while not loop.stopped:
-                if delay is None or delay > 0:
-                    loop.timer_due = None if delay is None else self.monotonic() + delay
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(loop.wake.wait(), timeout=delay)
-                    if loop.stopped:
-                        break
-                    if loop.wake.is_set():
-                        await self.batch_events(rt)
-                loop.wake.clear()
-                delay = await self.timed_sync(rt)
-        finally:
-            if self.jobs.get(rt.uid) is rt:
-                del self.jobs[rt.uid]
-            self._on_end(rt)
-
-    async def batch_events(self, rt: JobRuntime) -> None:
-        """At most one event-driven sync per ``sync_batch_seconds``: an event after a
-        quiet spell is acted on at once; a burst of pod events is gathered into the
-        next sync (upstream always waits its 1 s batch period)."""
+    def _woken(self, rt: JobRuntime) -> None:
+        """An event (or stop) for a job: queued now, or once its event batch is over
+        (a job being synced is queued again when its sync ends)."""
+        if self._queue.processing(rt.uid):
+            return
+        if rt.loop.stopped:
+            self._end(rt)
+            return
         wait = rt.loop.last_sync_started + self.config.sync_batch_seconds - self.monotonic()
         if wait > 0:
-            await asyncio.sleep(wait)
+            self._due_in(rt, wait, earliest=True)
+        else:
+            self._queue.add(rt.uid)
+
+    def _due_in(self, rt: JobRuntime, delay: float, *, earliest: bool = False) -> None:
+        """The job's next sync is due ``delay`` from now (``earliest``: unless due sooner)."""
+        due = self.monotonic() + delay
+        current = self._timers.due(rt.uid)
+        if earliest and current is not None and current <= due:
+            return
+        rt.loop.timer_due = due
+        self._timers.set(rt.uid, due)
+
+    async def _work(self) -> None:
+        if self._ready is not None:
+            await self._ready.wait()
+        while True:
+            uid = await self._queue.get()
+            rt = self.jobs.get(uid)
+            try:
+                if rt is not None and not rt.loop.stopped:
+                    delay = await self.timed_sync(rt)
+                    self._after_sync(rt, delay)
+            finally:
+                self._queue.done(uid)
+            if rt is not None and rt.loop.stopped:
+                self._end(rt)
+
+    def _after_sync(self, rt: JobRuntime, delay: float | None) -> None:
+        """What the sync asked for: its next sync after ``delay`` (None: at the next
+        event); an event during the sync is acted on once its batch is over."""
+        self._timers.cancel(rt.uid)
+        rt.loop.timer_due = None
+        if delay is not None:
+            if delay <= 0:
+                self._queue.add(rt.uid)
+            else:
+                self._due_in(rt, delay)
+        if rt.loop.woken:
+            wait = rt.loop.last_sync_started + self.config.sync_batch_seconds - self.monotonic()
+            self._due_in(rt, max(wait, 0.0), earliest=True)
+
+    def _end(self, rt: JobRuntime) -> None:
+        """The job's syncs are over: it is forgotten."""
+        self._timers.cancel(rt.uid)
+        if self.jobs.get(rt.uid) is rt:
+            del self.jobs[rt.uid]
+            self._on_end(rt)
 
     async def timed_sync(self, rt: JobRuntime) -> float | None:
         """sync_safely, with the progress markers the liveness probe reads."""

@@ -1,5 +1,6 @@
-"""The per-job loops (job_loops.py, through the Controller): started by a job's first
-event, ended by its deletion, event batching, the progress markers."""
+"""The job loops (job_loops.py, through the Controller): a job queued by its first
+event, forgotten at its deletion, event batching, the progress markers, a few workers
+for every job and one timer."""
 
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import pytest
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig
 from paralleljob.shell.job_loops import JobLoops
+from paralleljob.shell.job_sync import SyncReport
 from paralleljob.shell.runtime import JobRuntime
 
 from ..fake_api import FakeApi
-from .support import JOB, controller_for, no_sync, until
+from .support import JOB, controller_for, job_named, no_sync, until
 
 
 def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None:
@@ -27,11 +29,8 @@ def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None
         await until(lambda: len(api.pods) == 2)
         assert list(controller.jobs) == ["job-uid"]
         assert all(p.has_finalizer for p in api.pods.values())
-        task = controller.jobs["job-uid"].loop.task
         await controller.job_gone("job-uid", "ns")
-        assert task is not None
-        await asyncio.wait_for(task, 5)
-        assert controller.jobs == {}
+        await until(lambda: controller.jobs == {})
         assert not any(p.has_finalizer for p in api.pods.values()), (
             "a deleted job's pods are released"
         )
@@ -102,19 +101,72 @@ def test_a_job_s_loop_runs_to_complete_and_counts_every_pod_once() -> None:
 
 
 def test_an_event_after_a_quiet_spell_syncs_at_once_a_burst_waits_for_the_batch() -> None:
+    """A job woken long after its last sync is queued at once; one woken right after a
+    sync started waits, on the one timer, for the rest of the batch."""
+
     async def scenario() -> None:
-        controller = controller_for(FakeApi(JOB), sync_batch_seconds=0.3)
-        rt = JobRuntime(JOB)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        await controller.loops.batch_events(rt)  # never synced: no wait
-        assert loop.time() - started < 0.25
-        rt.loop.last_sync_started = time.monotonic()
-        started = loop.time()
-        await controller.loops.batch_events(rt)  # a sync just started: wait out the batch
-        assert loop.time() - started >= 0.25
+        controller = controller_for(FakeApi(JOB), sync_batch_seconds=30.0)
+        loops = controller.loops
+        quiet, busy = JobRuntime(JOB), JobRuntime(job_named("busy"))
+        for rt in (quiet, busy):
+            loops.jobs[rt.uid] = rt
+            rt.loop._wake = lambda rt=rt: loops._woken(rt)  # type: ignore[misc]
+        busy.loop.last_sync_started = time.monotonic()
+        quiet.loop.poke()
+        busy.loop.poke()
+        assert loops.pending_syncs() == 1, "the quiet job only"
+        assert busy.loop.timer_due is not None
+        assert busy.loop.timer_due - time.monotonic() > 29
 
     asyncio.run(scenario())
+
+
+def test_a_few_workers_sync_every_job_never_one_job_twice_at_once() -> None:
+    """concurrent_syncs workers for all jobs; an event during a job's sync queues it once
+    more, after that sync."""
+    running: list[str] = []
+    overlaps: list[int] = []
+    synced: list[str] = []
+
+    async def sync(rt: JobRuntime) -> SyncReport:
+        running.append(rt.uid)
+        overlaps.append(len(running))
+        assert running.count(rt.uid) == 1, "one job's syncs never overlap"
+        await asyncio.sleep(0.01)
+        if rt.uid == "j-0" and synced.count("j-0") == 0:
+            rt.loop.poke()  # an event while it syncs
+        running.remove(rt.uid)
+        synced.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def scenario() -> None:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=3)
+        loops = JobLoops(sync, config, time.monotonic, on_end=lambda rt: None)
+        for i in range(10):
+            loops.start(JobRuntime(job_named(f"j-{i}")))
+        await until(lambda: len(synced) == 11)
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+    assert max(overlaps) == 3
+    assert synced.count("j-0") == 2
+
+
+def test_the_delay_a_sync_asks_for_is_one_timer_that_queues_the_job() -> None:
+    synced: list[float] = []
+
+    async def sync(rt: JobRuntime) -> SyncReport:
+        synced.append(time.monotonic())
+        return SyncReport(delay=0.05 if len(synced) == 1 else None)
+
+    async def scenario() -> None:
+        loops = JobLoops(sync, ControllerConfig(), time.monotonic, on_end=lambda rt: None)
+        loops.start(JobRuntime(JOB))
+        await until(lambda: len(synced) == 2)
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+    assert synced[1] - synced[0] >= 0.05
 
 
 def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:

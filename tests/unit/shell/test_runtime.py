@@ -28,7 +28,7 @@ def test_a_poke_wakes_the_loop_and_keeps_the_first_wake_time() -> None:
     rt = JobRuntime(JOB, lambda: next(ticks))
     rt.loop.poke()
     rt.loop.poke()
-    assert rt.loop.wake.is_set() and rt.loop.woken_at == 1.0
+    assert rt.loop.woken and rt.loop.woken_at == 1.0
 
 
 def test_the_loop_clock_shows_the_unsettled_expectations() -> None:

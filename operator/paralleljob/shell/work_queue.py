@@ -1,0 +1,53 @@
+"""client-go's work queue (util/workqueue), for job uids: a key is queued at most once
+however often it is added; a key being processed is not handed out again, and if added
+meanwhile it is queued once its processing is done. So one job is never synced twice at
+once, and a few workers sync every job (upstream's ``--concurrent-job-syncs``)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+
+class WorkQueue:
+    def __init__(self) -> None:
+        self._queue: deque[str] = deque()
+        #: Keys waiting to be processed (in the queue, or to be once done).
+        self._dirty: set[str] = set()
+        self._processing: set[str] = set()
+        self._ready = asyncio.Event()
+
+    def add(self, key: str) -> None:
+        if key in self._dirty:
+            return
+        self._dirty.add(key)
+        if key not in self._processing:
+            self._queue.append(key)
+            self._ready.set()
+
+    async def get(self) -> str:
+        """The next key; it is being processed until :meth:`done`."""
+        while not self._queue:
+            self._ready.clear()
+            await self._ready.wait()
+        key = self._queue.popleft()
+        self._dirty.discard(key)
+        self._processing.add(key)
+        return key
+
+    def done(self, key: str) -> None:
+        """``key`` is processed: if it was added meanwhile, it is queued again."""
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.append(key)
+            self._ready.set()
+
+    def processing(self, key: str) -> bool:
+        return key in self._processing
+
+    def queued(self, key: str) -> bool:
+        return key in self._dirty
+
+    def __len__(self) -> int:
+        """Keys waiting to be processed."""
+        return len(self._dirty)
