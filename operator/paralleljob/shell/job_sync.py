@@ -118,7 +118,7 @@ class JobSync:
 
     def _managed_elsewhere(self, rt: JobRuntime) -> bool:
         """syncJob's managedByExternalController check, logged once per job."""
-        other = managed_by_external_controller(rt.body.get("spec") or {}, rt.kind)
+        other = managed_by_external_controller(rt.spec, rt.kind)
         if other is not None and rt.managed_by_logged != other:
             rt.managed_by_logged = other
             log.info(
@@ -136,7 +136,7 @@ class JobSync:
         the core applies it anyway (model.parse_spec)."""
         defaults = {
             k: v
-            for k, v in (rt.kind.spec_defaults(rt.body.get("spec") or {}) or {}).items()
+            for k, v in (rt.kind.spec_defaults(rt.spec) or {}).items()
             if k not in rt.unstored_defaults
         }
         if rt.job.deleting or not defaults:

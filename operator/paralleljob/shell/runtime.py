@@ -1,22 +1,56 @@
-"""One job as the shell keeps it between syncs: the newest version seen, parsed once
-per resourceVersion, and each collaborator's own part of the per-job state (the loop's
-in :class:`~.job_loops.LoopState`, the pod writer's in :class:`~.pod_writer.PodState`,
-the status writer's in :class:`~.status_writer.StatusState`)."""
+"""One job as the shell keeps it between syncs: a compact record of the newest version
+seen, parsed once per resourceVersion, and each collaborator's own part of the per-job
+state (the loop's in :class:`~.job_loops.LoopState`, the pod writer's in
+:class:`~.pod_writer.PodState`, the status writer's in :class:`~.status_writer.StatusState`).
+
+The record keeps only what the operator reads of a job's body (as upstream's informer
+transform strips managedFields): the metadata of :data:`KEPT_METADATA` and the spec as
+written; the status only as parsed (``rt.job``). A watch event's body, with its
+managedFields and kubectl's last-applied-configuration annotation, is not held."""
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from ..core.kind import PARALLELJOB, JobKind
 from ..core.model import Job, JobStatus, parse_job
+from ..json_types import JsonDict
 from .events import JobRef
 from .job_loops import LoopState
 from .pod_writer import PodState
 from .status_writer import StatusState, resource_version
+
+#: The metadata of a job the operator reads: parse_job's (name, namespace, uid,
+#: generation, resourceVersion, deletionTimestamp), the pods it builds (name, namespace,
+#: uid), the precondition of its writes (resourceVersion). Not kept: managedFields,
+#: labels, annotations (kubectl's last-applied-configuration), owner references.
+KEPT_METADATA: Final = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "deletionTimestamp",
+)
+
+
+def compact_record(body: Mapping[str, Any]) -> JsonDict:
+    """What a runtime keeps of a job's ``body``: the metadata of :data:`KEPT_METADATA`
+    and the spec (shared with ``body``, not copied); its status is kept parsed."""
+    meta = body.get("metadata") or {}
+    kept: JsonDict = {key: meta[key] for key in KEPT_METADATA if key in meta}
+    namespace = kept.get("namespace")
+    if isinstance(namespace, str):
+        kept["namespace"] = sys.intern(namespace)  # one string for a namespace's jobs
+    record: JsonDict = {"metadata": kept}
+    if "spec" in body:
+        record["spec"] = body["spec"]
+    return record
 
 
 class JobRuntime:
@@ -32,10 +66,8 @@ class JobRuntime:
         #: The job's kind: its API, its pods' keys and finalizer (core/kind.py).
         self.kind = kind
         self.uid: str = meta["uid"]
-        self.namespace: str = meta["namespace"]
+        self.namespace: str = sys.intern(meta["namespace"])
         self.name: str = meta["name"]
-        self._body: Mapping[str, Any] = body
-        self._job: Job | None = None
         self.loop = LoopState(monotonic)
         self.pods = PodState()
         self.status = StatusState()
@@ -47,6 +79,9 @@ class JobRuntime:
         #: The pod-failure back-off of a kind whose status cannot keep it (a Job's, as
         #: upstream's backoffRecordStore: in memory, lost on restart).
         self._backoff: tuple[int, datetime | None] = (0, None)
+        self._record: JsonDict
+        self._job: Job
+        self.body = body
 
     @property
     def ref(self) -> JobRef:
@@ -55,28 +90,41 @@ class JobRuntime:
 
     @property
     def body(self) -> Mapping[str, Any]:
-        """The newest version of the job seen."""
-        return self._body
+        """The newest version of the job seen, as its record keeps it (compact_record:
+        its metadata's identity and version and its spec; the status is ``job``'s)."""
+        return self._record
 
     @body.setter
     def body(self, body: Mapping[str, Any]) -> None:
-        self._body = body
-        self._job = None
+        """Keeps ``body``'s record and parses it (once per version kept); nothing else
+        of ``body`` is held."""
+        self._record = compact_record(body)
+        self._job = self._with_backoff(parse_job(body))
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The job's spec as written (batch/v1 JSON)."""
+        spec: Mapping[str, Any] = self._record.get("spec") or {}
+        return spec
+
+    @property
+    def resource_version(self) -> str | None:
+        """The resourceVersion of the version kept."""
+        version: str | None = self._record["metadata"].get("resourceVersion")
+        return version
 
     @property
     def job(self) -> Job:
-        """The body parsed, once per version kept (with the back-off kept in memory,
-        for a kind whose status has no place for it)."""
-        if self._job is None:
-            job = parse_job(self.body)
-            if not self.kind.stores_backoff:
-                failures, last = self._backoff
-                status = replace(
-                    job.status, failures_since_success=failures, last_failure_time=last
-                )
-                job = replace(job, status=status)
-            self._job = job
+        """The version kept, parsed (with the back-off kept in memory, for a kind whose
+        status has no place for it)."""
         return self._job
+
+    def _with_backoff(self, job: Job) -> Job:
+        if self.kind.stores_backoff:
+            return job
+        failures, last = self._backoff
+        status = replace(job.status, failures_since_success=failures, last_failure_time=last)
+        return replace(job, status=status)
 
     def written(self, status: JobStatus) -> None:
         """``status`` is the job's now (written, or already there): a kind whose status
@@ -84,14 +132,14 @@ class JobRuntime:
         backoff = (status.failures_since_success, status.last_failure_time)
         if not self.kind.stores_backoff and backoff != self._backoff:
             self._backoff = backoff
-            self._job = None
+            self._job = self._with_backoff(self._job)
 
     def offer(self, body: Mapping[str, Any]) -> bool:
         """Keeps the newest version of the job seen (watch event or our own write)."""
         meta = body.get("metadata", {})
         if meta.get("uid") != self.uid:
             return False
-        newest = resource_version(self.body["metadata"].get("resourceVersion"))
+        newest = resource_version(self.resource_version)
         if resource_version(meta.get("resourceVersion")) >= newest:
             self.body = body
             return True

@@ -104,7 +104,7 @@ class StatusWriter:
         version written is kept. A conflict fetches the job again and raises Conflict."""
         meta = {
             **patch.get("metadata", {}),
-            "resourceVersion": rt.body["metadata"].get("resourceVersion"),
+            "resourceVersion": rt.resource_version,
         }
         try:
             written = await call(rt.namespace, rt.name, {**patch, "metadata": meta})
@@ -125,7 +125,7 @@ class StatusWriter:
         if wanted == kind.status_json(current):
             rt.written(status)
             return False
-        before = rt.body["metadata"].get("resourceVersion")
+        before = rt.resource_version
         written = await self.patch(rt, self.api.patch_job_status, {"status": wanted})
         rt.written(status)
         state = rt.status

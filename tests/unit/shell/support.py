@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from paralleljob.config import ControllerConfig
+from paralleljob.core.model import parse_job
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.controller import Controller
 from paralleljob.shell.job_sync import SyncReport
@@ -54,6 +55,16 @@ async def until(what: Callable[[], bool], timeout: float = 5.0) -> None:
     async with asyncio.timeout(timeout):
         while not what():
             await asyncio.sleep(0.005)
+
+
+def keeps(rt: JobRuntime, body: Mapping[str, Any]) -> bool:
+    """Whether ``rt`` keeps ``body``'s version: its resourceVersion, its spec and its
+    parse (the runtime keeps a compact record, not the body)."""
+    return (
+        rt.resource_version == body["metadata"]["resourceVersion"]
+        and rt.body.get("spec") == body.get("spec")
+        and rt.job == parse_job(body)
+    )
 
 
 def job_named(uid: str) -> dict[str, Any]:
