@@ -3,8 +3,9 @@ and how often jobs that only wait for a DURATION slot sync, measured in-process 
 realistic bodies (issue 23, items 3, 4 and 6). No cluster.
 
 * **Job record**: bytes a ``JobRuntime`` keeps of a job's body (its record and the parse,
-  ``rt.body`` and ``rt.job``) once the watch event that brought it is gone, measured with
-  tracemalloc; and of the whole runtime. Two bodies, as the API server returns them: the
+  ``rt.job``: the runtime's bytes less those of a job with nothing but its identity) once
+  the watch event that brought it is gone, measured with tracemalloc; and of the whole
+  runtime. Two bodies, as the API server returns them: the
   bench's job (3.0 KB of JSON: managedFields of the client, the operator's spec defaults
   and its status writes) and a typical template applied with ``kubectl apply`` (about
   34 KB: ``kubectl.kubernetes.io/last-applied-configuration`` and its managedFields).
@@ -467,17 +468,26 @@ def retained(build: Callable[[str], object], payloads: Sequence[str]) -> float:
     return (after - before) / len(payloads)
 
 
-def job_record(payload: str) -> object:
-    """What a job's runtime keeps of its body: the record and its parse (the runtime's
-    own parts, its loop, pod and status state, are left out)."""
-    rt = JobRuntime(json.loads(payload))
-    return (rt.body, rt.job)
-
-
 def job_runtime(payload: str) -> object:
+    """A job's runtime from a watch event's payload, parsed as a sync reads it."""
     rt = JobRuntime(json.loads(payload))
     _ = rt.job
     return rt
+
+
+def bare_job(i: int) -> JsonDict:
+    """A job with nothing but its identity: what its runtime keeps is the runtime's own
+    (its loop, pod and status state), no record of a body."""
+    body = job_body(i)
+    return {"metadata": {k: body["metadata"][k] for k in ("name", "namespace", "uid")}}
+
+
+def record_bytes(payloads: Sequence[str]) -> tuple[float, float]:
+    """Bytes per job that a runtime keeps of the body in ``payloads`` (its record and
+    parse: the runtime's bytes less a bare job's), and the whole runtime's."""
+    runtime = retained(job_runtime, payloads)
+    bare = retained(job_runtime, [wire(bare_job(i)) for i in range(len(payloads))])
+    return runtime - bare, runtime
 
 
 def pod_info(payload: str) -> object:
@@ -543,8 +553,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for typical in (False, True):
         payloads = list(_bodies(n, typical))
         size = sum(len(p) for p in payloads) / n
-        record = retained(job_record, payloads)
-        runtime = retained(job_runtime, payloads)
+        record, runtime = record_bytes(payloads)
         label = "typical template" if typical else "bench job"
         print(
             f"job record, {label} ({size / 1000:.1f} KB of JSON): {record:,.0f} B per job "

@@ -36,7 +36,7 @@ async def claim(api: PodControl, rt: JobRuntime, pods_of: PodsOf) -> list[PodInf
     if not (claims.adopt or claims.release):
         return list(claims.owned)
     owner = rt.kind.owner_reference(rt.name, rt.uid)
-    finalizer = rt.kind.pod_finalizer(rt.body.get("spec") or {})
+    finalizer = rt.kind.pod_finalizer(rt.spec)
     adopted, released = await asyncio.gather(
         asyncio.gather(*(_adopt(api, rt, p, owner, finalizer) for p in claims.adopt)),
         asyncio.gather(*(_release(api, rt, p) for p in claims.release)),

@@ -5,11 +5,14 @@ state (the loop's in :class:`~.job_loops.LoopState`, the pod writer's in
 
 The record keeps only what the operator reads of a job's body (as upstream's informer
 transform strips managedFields): the metadata of :data:`KEPT_METADATA` and the spec as
-written; the status only as parsed (``rt.job``). A watch event's body, with its
-managedFields and kubectl's last-applied-configuration annotation, is not held."""
+written, its pod template as compact JSON text (read only to build pods: a dict of the
+JSON costs about six times its text); the status only as parsed (``rt.job``). A watch
+event's body, with its managedFields and kubectl's last-applied-configuration
+annotation, is not held."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -39,18 +42,17 @@ KEPT_METADATA: Final = (
 )
 
 
-def compact_record(body: Mapping[str, Any]) -> JsonDict:
-    """What a runtime keeps of a job's ``body``: the metadata of :data:`KEPT_METADATA`
-    and the spec (shared with ``body``, not copied); its status is kept parsed."""
-    meta = body.get("metadata") or {}
+def compact_metadata(meta: Mapping[str, Any]) -> JsonDict:
+    """What a runtime keeps of a job's metadata: the fields of :data:`KEPT_METADATA`."""
     kept: JsonDict = {key: meta[key] for key in KEPT_METADATA if key in meta}
     namespace = kept.get("namespace")
     if isinstance(namespace, str):
         kept["namespace"] = sys.intern(namespace)  # one string for a namespace's jobs
-    record: JsonDict = {"metadata": kept}
-    if "spec" in body:
-        record["spec"] = body["spec"]
-    return record
+    return kept
+
+
+def _text(value: object) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class JobRuntime:
@@ -79,7 +81,11 @@ class JobRuntime:
         #: The pod-failure back-off of a kind whose status cannot keep it (a Job's, as
         #: upstream's backoffRecordStore: in memory, lost on restart).
         self._backoff: tuple[int, datetime | None] = (0, None)
-        self._record: JsonDict
+        #: The record (see the module's docs): the metadata kept, the spec but for its
+        #: template (None: the body has no spec), the template's JSON (None: none).
+        self._meta: JsonDict = {}
+        self._spec: Mapping[str, Any] | None = None
+        self._template: str | None = None
         self._job: Job
         self.body = body
 
@@ -90,27 +96,45 @@ class JobRuntime:
 
     @property
     def body(self) -> Mapping[str, Any]:
-        """The newest version of the job seen, as its record keeps it (compact_record:
-        its metadata's identity and version and its spec; the status is ``job``'s)."""
-        return self._record
+        """The newest version of the job seen, as its record keeps it: the metadata of
+        KEPT_METADATA and the spec, its template parsed again at each call (the body
+        pods are built from; ``spec`` is the rest); the status is ``job``'s."""
+        record: JsonDict = {"metadata": self._meta}
+        if self._spec is not None:
+            spec = dict(self._spec)
+            if self._template is not None:
+                spec["template"] = json.loads(self._template)
+            record["spec"] = spec
+        return record
 
     @body.setter
     def body(self, body: Mapping[str, Any]) -> None:
         """Keeps ``body``'s record and parses it (once per version kept); nothing else
-        of ``body`` is held."""
-        self._record = compact_record(body)
+        of ``body`` is held. A template is serialized once per generation of the job
+        (metadata.generation changes with every change of the spec)."""
+        meta = body.get("metadata") or {}
+        generation = meta.get("generation")
+        same_spec = generation is not None and generation == self._meta.get("generation")
+        spec = body.get("spec")
+        if isinstance(spec, Mapping) and "template" in spec:
+            if not same_spec or self._template is None:
+                self._template = _text(spec["template"])
+            spec = {key: value for key, value in spec.items() if key != "template"}
+        else:
+            self._template = None
+        self._meta = compact_metadata(meta)
+        self._spec = spec
         self._job = self._with_backoff(parse_job(body))
 
     @property
     def spec(self) -> Mapping[str, Any]:
-        """The job's spec as written (batch/v1 JSON)."""
-        spec: Mapping[str, Any] = self._record.get("spec") or {}
-        return spec
+        """The job's spec as written, but for its pod template (``body`` has it)."""
+        return self._spec or {}
 
     @property
     def resource_version(self) -> str | None:
         """The resourceVersion of the version kept."""
-        version: str | None = self._record["metadata"].get("resourceVersion")
+        version: str | None = self._meta.get("resourceVersion")
         return version
 
     @property

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from bench.footprint import LAST_APPLIED, job_body, job_record, retained, wire
+from bench.footprint import LAST_APPLIED, job_body, record_bytes, wire
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
     PodInfo,
@@ -65,12 +65,37 @@ def test_the_record_keeps_no_managed_fields_and_no_last_applied_configuration(
     assert rt.job.status.active == 5 and rt.job.status.containers_text == "worker,uploader"
 
 
-def test_a_job_record_keeps_a_fraction_of_the_body() -> None:
-    """Bytes kept per job of a 3 KB body (the bench's job as the API server returns it),
-    its parse included, the body itself gone: 20.7 KB when the runtime kept the body."""
-    payloads = [wire(job_body(i)) for i in range(200)]
-    assert 2_500 < sum(map(len, payloads)) / len(payloads) < 3_500
-    assert retained(job_record, payloads) < 7_000
+@pytest.mark.parametrize(
+    ("typical", "most"),
+    [(False, 3_000), (True, 16_000)],
+    ids=["the bench's 3 KB job", "a 34 KB typical template"],
+)
+def test_a_job_record_keeps_a_fraction_of_the_body(typical: bool, most: int) -> None:
+    """Bytes kept per job of a body as the API server returns it, its parse included,
+    the body itself gone (bench/footprint.py): 19.3 KB and 153 KB when the runtime kept
+    the body; 4.5 KB and 56.8 KB with the template kept as a dict."""
+    payloads = [wire(job_body(i, typical=typical)) for i in range(200)]
+    size = sum(map(len, payloads)) / len(payloads)
+    assert (30_000 < size < 40_000) if typical else (2_500 < size < 3_500)
+    assert record_bytes(payloads)[0] < most
+
+
+def test_a_new_generation_s_template_is_the_one_pods_are_built_from() -> None:
+    body = json.loads(wire(job_body(3)))
+    rt = JobRuntime(copy.deepcopy(body))
+    status_only = copy.deepcopy(body)  # a status write: same generation, same spec
+    status_only["metadata"]["resourceVersion"] = "2000000"
+    status_only["status"]["ready"] = 4
+    assert rt.offer(status_only) and keeps(rt, status_only)
+    changed = copy.deepcopy(status_only)  # a spec change: a new generation
+    changed["metadata"]["resourceVersion"] = "2000001"
+    changed["metadata"]["generation"] += 1
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.38"
+    assert rt.offer(changed) and keeps(rt, changed)
+    [pod] = _pods(rt.body, PodPlan(create=1))
+    assert pod["spec"]["containers"][0]["image"] == "busybox:1.38"
+    rt.body["spec"]["template"]["spec"]["containers"].clear()  # a copy: the record stays
+    assert keeps(rt, changed)
 
 
 def test_a_poke_wakes_the_loop_and_keeps_the_first_wake_time() -> None:
