@@ -104,6 +104,16 @@ class SlotScheduler:
             self._first_free = index + 1
         return index
 
+    def postpone(self, key: str, now: float) -> float:
+        """``key``'s slot has come but it may not write now: that slot goes unused (its
+        time is over), and ``key`` holds the earliest free slot after ``now`` instead.
+        The seconds until then, always more than 0: a caller held back waits for a
+        slot of its own again, behind those already waiting, rather than polling."""
+        self._held.pop(key, None)
+        index = self._reserve(math.floor(now / self._interval) + 1)
+        self._held[key] = index
+        return index * self._interval - now
+
     def release(self, key: str, now: float) -> None:
         """``key`` wrote (with its slot, or with a write it had to make anyway) or is
         gone. A slot still ahead is freed for others; one whose time has come was used."""

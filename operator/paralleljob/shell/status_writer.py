@@ -28,9 +28,6 @@ from .status_batch import progress_only, seconds_to_wait
 if TYPE_CHECKING:
     from .runtime import JobRuntime
 
-#: How soon a DURATION refresh put off by a busy API client is tried again.
-BUSY_REFRESH_RETRY_SECONDS = 1.0
-
 
 def resource_version(value: object) -> int:
     """A resourceVersion as a number to compare (-1: none)."""
@@ -145,20 +142,22 @@ class StatusWriter:
         this job's slot of the DURATION refresh budget, and only while the API client's
         rate limit (PJ_API_QPS) has room and no job waits for the progress budget: a
         cosmetic write never delays real work, nor spends API calls while jobs' progress
-        is being held back; when it only reports progress, once the job's batch period
-        is over. Returns when to sync again for the write: its DURATION slot, a retry
-        while busy, the end of the batch period, or when the text changes next (None: no
+        is being held back (the slot that came then goes unused, and the job waits for
+        its next one: no job polls); when it only reports progress, once the job's
+        batch period is over. Returns when to sync again for the write: its DURATION
+        slot, the end of the batch period, or when the text changes next (None: no
         refresh)."""
         slots = self.duration_slots
         status = done.status
         if _only_duration_differs(rt, status):
             if slots is None or not rt.kind.refresh_duration:
                 return None
-            if not self.api.has_spare_budget() or self.progress_write_waiting():
-                return BUSY_REFRESH_RETRY_SECONDS
-            wait = slots.slot(rt.uid, self.monotonic())
+            now = self.monotonic()
+            wait = slots.slot(rt.uid, now)
             if wait > 0:
                 return wait
+            if not self.api.has_spare_budget() or self.progress_write_waiting():
+                return slots.postpone(rt.uid, now)
         elif (wait := self.wait(rt, status)) > 0:
             return wait
         if await self.write(rt, status):

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from paralleljob.config import ControllerConfig
 from paralleljob.core.model import parse_job
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.controller import Controller
-from paralleljob.shell.job_sync import SyncReport
+from paralleljob.shell.job_sync import REAL_CLOCK, Clock, SyncReport
 from paralleljob.shell.runtime import JobRuntime
 
 from ..fake_api import FakeApi, FakeRecorder
@@ -41,12 +43,31 @@ def use_api(controller: Controller, api: FakeApi) -> None:
     controller.syncer.pods_of = controller.pods_of = api.pods_of
 
 
-def controller_for(api: FakeApi, **config: Any) -> Controller:
+@dataclass
+class HeldClock:
+    """Time that moves only when the test moves it, the wall clock (DURATION, start
+    times) and the monotonic one (the budgets) together; it starts mid-second, so that
+    moving it less than half a second changes no whole-second DURATION."""
+
+    wall: datetime = field(default_factory=lambda: datetime(2026, 1, 1, 12, 0, 0, 500_000, UTC))
+    mono: float = 1000.0
+
+    def advance(self, seconds: float) -> None:
+        self.wall += timedelta(seconds=seconds)
+        self.mono += seconds
+
+    @property
+    def clock(self) -> Clock:
+        return Clock(now=lambda: self.wall, monotonic=lambda: self.mono)
+
+
+def controller_for(api: FakeApi, clock: Clock = REAL_CLOCK, **config: Any) -> Controller:
     return Controller(
         api,
         FakeRecorder(),
         ControllerConfig(**{"sync_batch_seconds": 0.0, **config}),
         api.pods_of,
+        clock=clock,
         job_exists=lambda uid: uid == api.job["metadata"]["uid"],
     )
 

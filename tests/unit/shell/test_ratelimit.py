@@ -69,6 +69,20 @@ def test_a_slot_is_kept_until_used_and_its_wait_shrinks_with_time() -> None:
     assert slots.slot("c", 1.2) == pytest.approx(0.8), "used slots are not handed out again"
 
 
+def test_a_slot_that_came_while_held_back_goes_unused_and_the_caller_waits_its_turn() -> None:
+    slots = SlotScheduler(rate=5)
+    waits = [slots.slot(f"job-{i}", 0.0) for i in range(3)]  # 0, 0.2, 0.4
+    assert waits[0] == 0.0
+    assert slots.postpone("job-0", 0.05) == pytest.approx(0.55), "behind the others"
+    assert slots.slot("job-0", 0.1) == pytest.approx(0.5), "kept, as any slot"
+    assert slots.slot("new", 0.1) == pytest.approx(0.7), "the unused slot is not reused"
+    # Its slot long gone (the caller synced late): never now, always a slot ahead.
+    slots.release("new", 0.1)
+    assert slots.slot("late", 0.0) == pytest.approx(0.8)
+    assert slots.postpone("late", 5.0) == pytest.approx(0.2)
+    assert len(slots) == 4
+
+
 def test_the_slots_of_callers_that_went_away_go_to_the_next_ones() -> None:
     slots = SlotScheduler(rate=5)
     for i in range(500):  # 500 jobs: the last one's slot is 100 s away
