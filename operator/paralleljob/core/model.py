@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -170,9 +171,10 @@ class Job:
     deleting: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PodInfo:
-    """What the controller needs to know about one pod (kept in the pod index)."""
+    """What the controller needs to know about one pod (kept in the pod index, one per
+    pod: slotted, and its repeated strings shared, see parse_pod)."""
 
     name: str
     uid: str
@@ -561,10 +563,12 @@ def parse_pod(body: Mapping[str, Any], kind: JobKind) -> PodInfo:
     deleting = meta.get("deletionTimestamp") is not None
     finished = phase in (c.SUCCEEDED, c.FAILED) or deleting
     facts = needs_failure_facts(phase, deleting, containers, init_containers)
+    # The strings many pods repeat (their namespace, phase and job's uid) are interned:
+    # one copy each, not one per pod (as upstream's pod cache shares them with the job).
     return PodInfo(
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
-        phase=phase,
+        phase=sys.intern(phase),
         deleting=deleting,
         has_finalizer=any(f in kind.finalizers for f in _as_list(meta.get("finalizers"))),
         ready=ready_cond is not None,
@@ -574,9 +578,9 @@ def parse_pod(body: Mapping[str, Any], kind: JobKind) -> PodInfo:
         max_restarts=max(restarts, default=0),
         created=parse_time(meta.get("creationTimestamp")),
         finished_at=_finished_at(meta, status) if finished else None,
-        namespace=str(meta.get("namespace", "")),
-        label_uid=str(_as_dict(meta.get("labels")).get(kind.controller_uid_label, "")),
-        controller_uid=controller_uid(meta),
+        namespace=sys.intern(str(meta.get("namespace", ""))),
+        label_uid=sys.intern(str(_as_dict(meta.get("labels")).get(kind.controller_uid_label, ""))),
+        controller_uid=_intern(controller_uid(meta)),
         completion_index=get_completion_index(annotations, kind.completion_index_key),
         index_failure_count=get_index_failure_count(annotations, kind.index_failure_count_key),
         index_ignored_failure_count=get_index_ignored_failure_count(
@@ -584,6 +588,10 @@ def parse_pod(body: Mapping[str, Any], kind: JobKind) -> PodInfo:
         ),
         failure=pod_failure_facts(body) if facts else None,
     )
+
+
+def _intern(value: str | None) -> str | None:
+    return None if value is None else sys.intern(value)
 
 
 def controller_uid(meta: Mapping[str, Any]) -> str | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from bench.footprint import job_body, pod_body, pod_info, retained, wire
 from paralleljob import constants as c
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
@@ -15,6 +18,7 @@ from paralleljob.core.model import (
     JobSpec,
     JobStatus,
     PodFailureBackoff,
+    PodInfo,
     SuccessPolicy,
     SuccessPolicyRule,
     parse_job,
@@ -129,6 +133,34 @@ def test_parse_running_pod() -> None:
     assert pod.restarts == 7 and pod.max_restarts == 4
     assert pod.ready_since == T0 + timedelta(seconds=5)
     assert pod.finished_at is None
+
+
+def test_a_pod_info_is_slotted_and_frozen() -> None:
+    pod = parse_pod(_pod(), PARALLELJOB)
+    assert not hasattr(pod, "__dict__")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pod.phase = c.SUCCEEDED  # type: ignore[misc]
+    assert dataclasses.replace(pod, phase=c.SUCCEEDED).phase == c.SUCCEEDED
+    assert PodInfo("n", "u") == PodInfo("n", "u") and hash(PodInfo("n", "u"))
+
+
+def test_the_pods_of_a_job_share_their_repeated_strings() -> None:
+    """Parsed from separate events (every string a copy), a job's pods hold one copy
+    of their namespace, phase and job uid (label and controller reference)."""
+    job = job_body(1)
+    first, second = (parse_pod(json.loads(wire(pod_body(job, k))), PARALLELJOB) for k in (0, 1))
+    assert first.uid != second.uid
+    for attribute in ("namespace", "phase", "label_uid", "controller_uid"):
+        assert getattr(first, attribute) is getattr(second, attribute), attribute
+
+
+def test_a_pod_info_keeps_a_few_hundred_bytes() -> None:
+    """Bytes per PodInfo of 5 KB running pods as the API server returns them, five a
+    job (bench/footprint.py): 775 before slots and shared strings."""
+    jobs = [job_body(i) for i in range(100)]
+    payloads = [wire(pod_body(job, k)) for job in jobs for k in range(5)]
+    assert 4_500 < sum(map(len, payloads)) / len(payloads) < 5_500
+    assert retained(pod_info, payloads) < 520
 
 
 def test_parse_finished_pod_uses_latest_container_finish() -> None:
