@@ -1,0 +1,212 @@
+"""The stub API over HTTP, as a client sees it: discovery, paged LISTs (JSON and
+metadata only), watches from a resourceVersion with bookmarks and 410, writes with
+preconditions, and what the recorder makes of them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+
+from bench.scale import objects, resources
+from bench.scale.apiserver import StubServer, resolve
+from bench.scale.record import Recorder
+from bench.scale.store import Store
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+CRD = resources.load_crd()
+PJ = CRD.storage
+JOB = objects.JobSeed("ns", "scale-1", "job-uid-1", 2, objects.parallel_job_type(PJ.api_version))
+
+
+def test_paths_resolve_to_their_resource_namespace_object_and_subresource() -> None:
+    kinds = [*resources.builtin_kinds(), *CRD.kinds]
+    pods = resolve("/api/v1/namespaces/ns/pods", kinds)
+    assert pods is not None and (pods.kind, pods.namespace, pods.name) == (resources.POD, "ns", "")
+    status = resolve(f"/apis/{PJ.api_version}/namespaces/ns/paralleljobs/x/status", kinds)
+    assert status is not None and (status.kind, status.name, status.sub) == (PJ, "x", "status")
+    namespace = resolve("/api/v1/namespaces/ns", kinds)
+    assert namespace is not None and (namespace.kind, namespace.name) == (resources.NAMESPACE, "ns")
+    assert resolve("/api/v1/pods", kinds) is not None
+    assert resolve("/api/v1/namespaces/ns/pods/x/log", kinds) is None
+    assert resolve("/apis/nothing.example/v1/things", kinds) is None
+
+
+def seeded() -> Store:
+    store = Store([*resources.builtin_kinds(), *CRD.kinds])
+    store.create(resources.NAMESPACE, "", {"metadata": {"name": "ns"}})
+    store.create(PJ, "ns", objects.job_body(JOB, NOW))
+    for i in range(JOB.pods):
+        store.create(
+            resources.POD, "ns", objects.pod_body(JOB, f"scale-1-p{i}", f"pod-{i}", NOW, i)
+        )
+    store.create(resources.POD, "ns", {"metadata": {"name": "unlabelled"}})
+    store.compact()
+    return store
+
+
+Test = Callable[[aiohttp.ClientSession, StubServer], Awaitable[None]]
+
+
+@asynccontextmanager
+async def serving(store: Store) -> AsyncIterator[tuple[aiohttp.ClientSession, StubServer]]:
+    server = StubServer(store, Recorder(), bookmark_seconds=0.05)
+    await server.start()
+    try:
+        async with aiohttp.ClientSession(base_url=server.url) as session:
+            yield session, server
+    finally:
+        await server.stop()
+
+
+def run(test: Test) -> None:
+    async def main() -> None:
+        async with serving(seeded()) as (session, server):
+            await test(session, server)
+
+    asyncio.run(main())
+
+
+async def get(session: aiohttp.ClientSession, path: str, **kw: Any) -> Any:
+    async with session.get(path, **kw) as response:
+        return response.status, await response.json()
+
+
+async def watch_lines(
+    session: aiohttp.ClientSession, path: str, params: dict[str, str], count: int
+) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    async with session.get(path, params={**params, "watch": "true"}) as response:
+        assert response.status == 200
+        async for raw in response.content:
+            lines.append(json.loads(raw))
+            if len(lines) == count:
+                break
+    return lines
+
+
+def test_discovery_names_the_crds_resource_and_subresources() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        _, groups = await get(session, "/apis")
+        assert "paralleljob.dev" in [g["name"] for g in groups["groups"]]
+        _, listed = await get(session, f"/apis/{PJ.api_version}")
+        names = {r["name"] for r in listed["resources"]}
+        assert {"paralleljobs", "paralleljobs/status", "paralleljobs/scale"} <= names
+        _, version = await get(session, "/version")
+        assert version["gitVersion"].startswith("v1.")
+
+    run(test)
+
+
+def test_a_paged_list_by_label_returns_each_pod_once_at_one_version() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        query = {"labelSelector": objects.WATCH_LABEL, "limit": "2"}
+        seen: list[str] = []
+        versions = set()
+        token = ""
+        while True:
+            params = {**query, **({"continue": token} if token else {})}
+            status, page = await get(session, "/api/v1/pods", params=params)
+            assert status == 200 and page["kind"] == "PodList"
+            seen += [p["metadata"]["name"] for p in page["items"]]
+            versions.add(page["metadata"]["resourceVersion"])
+            token = page["metadata"].get("continue", "")
+            if not token:
+                break
+        assert seen == [f"scale-1-p{i}" for i in range(JOB.pods)]
+        assert len(versions) == 1
+        assert "kind" not in page["items"][0]  # a typed list's items carry no kind
+
+    run(test)
+
+
+def test_a_metadata_only_list_holds_partial_objects() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+        path = f"/apis/{PJ.api_version}/paralleljobs"
+        _, page = await get(session, path, headers={"Accept": accept})
+        assert page["kind"] == "PartialObjectMetadataList"
+        (item,) = page["items"]
+        assert set(item) == {"kind", "apiVersion", "metadata"}
+        assert item["metadata"]["uid"] == JOB.uid
+
+    run(test)
+
+
+def test_a_status_write_is_answered_fresh_and_watched_then_bookmarked() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        path = f"/apis/{PJ.api_version}/namespaces/ns/paralleljobs/{JOB.name}"
+        _, job = await get(session, path)
+        version = job["metadata"]["resourceVersion"]
+        # Watched from the list's version: the job's own is older than the compaction.
+        _, listed = await get(session, f"/apis/{PJ.api_version}/paralleljobs")
+        watching = asyncio.create_task(
+            watch_lines(
+                session,
+                f"/apis/{PJ.api_version}/paralleljobs",
+                {
+                    "resourceVersion": listed["metadata"]["resourceVersion"],
+                    "allowWatchBookmarks": "true",
+                },
+                2,
+            )
+        )
+        await asyncio.sleep(0.02)
+        patch = {"metadata": {"resourceVersion": version}, "status": {"ready": 2}, "spec": {"x": 1}}
+        headers = {"Content-Type": "application/merge-patch+json"}
+        async with session.patch(f"{path}/status", json=patch, headers=headers) as response:
+            written = await response.json()
+        assert int(written["metadata"]["resourceVersion"]) > int(version)
+        assert written["status"]["ready"] == 2 and "x" not in written["spec"]  # status only
+        async with session.patch(f"{path}/status", json=patch, headers=headers) as response:
+            assert response.status == 409  # the version it was computed from is gone
+        modified, bookmark = await watching
+        assert modified["type"] == "MODIFIED" and modified["object"]["status"]["ready"] == 2
+        assert bookmark["type"] == "BOOKMARK"
+        assert (
+            bookmark["object"]["metadata"]["resourceVersion"]
+            == written["metadata"]["resourceVersion"]
+        )
+        assert server.recorder.status_writes[JOB.uid] == 1
+
+    run(test)
+
+
+def test_a_watch_from_before_the_history_is_an_error_event_410() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        (error,) = await watch_lines(session, "/api/v1/pods", {"resourceVersion": "1"}, 1)
+        assert error["type"] == "ERROR" and error["object"]["code"] == 410
+
+    run(test)
+
+
+def test_a_created_pod_is_named_and_recorded_under_its_job() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        body = {"metadata": objects.pod_meta(JOB), "spec": objects.template(JOB)["spec"]}
+        headers = {"User-Agent": "paralleljob-operator"}
+        async with session.post(
+            "/api/v1/namespaces/ns/pods", json=body, headers=headers
+        ) as response:
+            assert response.status == 201
+            pod = await response.json()
+        assert pod["metadata"]["name"].startswith(f"{JOB.name}-")
+        assert pod["status"]["phase"] == "Pending"
+        assert JOB.uid in server.recorder.first_pod_post
+        async with session.post("/api/v1/namespaces/missing/pods", json=body) as response:
+            assert response.status == 404
+
+    run(test)
+
+
+def test_a_path_not_served_is_404_and_recorded() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        status, body = await get(session, "/apis/kopf.dev/v1/kopfpeerings")
+        assert status == 404 and body["kind"] == "Status"
+        assert server.recorder.unknown == {"GET /apis/kopf.dev/v1/kopfpeerings": 1}
+
+    run(test)
