@@ -1,0 +1,164 @@
+"""``python -m bench.scale``: the operator against the stub API at 600, 6,000 and 60,000
+objects (BENCH_QUICK=1 or --quick: 600 only), results in bench/results/."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import platform
+import shlex
+import sys
+import tempfile
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..environment import git_commit, machine
+from . import report
+from .resources import REPO_ROOT
+from .run import Level, Options, run_level
+
+FULL_JOBS = (100, 1000, 10000)
+QUICK_JOBS = (100,)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
+    parser.add_argument(
+        "--label", default="run", help="names the results: <date>-scale-harness-<label>.md"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
+        help="the smallest level only, a short rest (also BENCH_QUICK=1)",
+    )
+    parser.add_argument("--jobs", help="comma list of levels in jobs (default 100,1000,10000)")
+    parser.add_argument("--pods-per-job", type=int, default=5)
+    parser.add_argument(
+        "--batch-percent",
+        type=int,
+        default=0,
+        help="share of the jobs that are batch/v1 Jobs (default 0)",
+    )
+    parser.add_argument(
+        "--memory",
+        choices=("on", "off", "only"),
+        default="on",
+        help="also run each level under tracemalloc for bytes per object (default on)",
+    )
+    parser.add_argument(
+        "--memory-max-jobs",
+        type=int,
+        default=1000,
+        help="the largest level run under tracemalloc (default 1000 jobs)",
+    )
+    parser.add_argument(
+        "--sync-timeout", type=float, default=1200.0, help="seconds to wait for every job synced"
+    )
+    parser.add_argument(
+        "--settle", type=float, help="seconds at rest before the probes (default 10; quick 3)"
+    )
+    parser.add_argument("--probes", type=int, default=50)
+    parser.add_argument(
+        "--probe-rate", type=float, default=20.0, help="probe jobs created per second"
+    )
+    parser.add_argument(
+        "--leader-elect", action="store_true", help="run the operator with leader election"
+    )
+    parser.add_argument("--note", default="", help="a paragraph for the results' notes")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results")
+    parser.add_argument(
+        "--logs", type=Path, help="where the operator logs go (default: a temporary directory)"
+    )
+    return parser.parse_args(argv)
+
+
+def plan(args: argparse.Namespace) -> list[tuple[Level, bool]]:
+    """The runs, (level, traced), in order: each level plain, then traced."""
+    jobs = (
+        [int(j) for j in args.jobs.split(",")]
+        if args.jobs
+        else list(QUICK_JOBS if args.quick else FULL_JOBS)
+    )
+    runs = []
+    for n in jobs:
+        level = Level(n, args.pods_per_job, args.batch_percent)
+        if args.memory != "only":
+            runs.append((level, False))
+        if args.memory != "off" and n <= args.memory_max_jobs:
+            runs.append((level, True))
+    return runs
+
+
+async def run_all(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
+    settle = args.settle if args.settle is not None else (3.0 if args.quick else 10.0)
+    results = []
+    for level, traced in plan(args):
+        options = Options(
+            settle_seconds=settle,
+            probes=args.probes,
+            probe_rate=args.probe_rate,
+            sync_timeout=args.sync_timeout,
+            leader_elect=args.leader_elect,
+            traced=traced,
+            logs=logs,
+        )
+        mode = "traced" if traced else "plain"
+        print(
+            f"scale: {level.objects:,} objects ({level.jobs:,} jobs), {mode}",
+            flush=True,
+        )
+        result = await run_level(level, options)
+        print(f"scale:   {summary_line(result)}", flush=True)
+        results.append(result)
+    return results
+
+
+def summary_line(r: dict[str, Any]) -> str:
+    if r.get("error"):
+        return str(r["error"])
+    probes = (r.get("probes") or {}).get("first_pod_after_watch") or {}
+    return (
+        f"synced {r.get('jobs_synced')} of {r['level']['jobs']} in {r.get('wall_synced_s')} s, "
+        f"CPU {r.get('cpu_synced_s') or r.get('cpu_at_timeout_s')} s, "
+        f"RSS peak {r.get('rss_peak_mib')} MiB, "
+        f"at rest {r.get('rss_steady_mib')} MiB, first pod p50 {probes.get('p50_ms')} ms"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    logs = args.logs or Path(tempfile.mkdtemp(prefix="scale-harness-"))
+    logs.mkdir(parents=True, exist_ok=True)
+    started = datetime.now(UTC)
+    levels = asyncio.run(run_all(args, logs))
+    run = {
+        "label": args.label,
+        "date": started.date().isoformat(),
+        "started": started.isoformat(timespec="seconds"),
+        "command": "python -m bench.scale "
+        + shlex.join(sys.argv[1:] if argv is None else list(argv)),
+        "commit": git_commit(),
+        "machine": machine(),
+        "python": platform.python_version(),
+        "leader_elect": args.leader_elect,
+        "note": args.note,
+        "logs": str(logs),
+        "levels": levels,
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"{run['date']}-scale-harness-{args.label}"
+    stem.with_suffix(".json").write_text(json.dumps(run, indent=1) + "\n")
+    stem.with_suffix(".md").write_text(report.render(run))
+    print(f"scale: results in {stem}.md and .json (operator logs in {logs})")
+    return 1 if any(r.get("error") for r in levels) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

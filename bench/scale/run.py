@@ -1,0 +1,572 @@
+"""One level of the scale harness: a stub API seeded with N running jobs x 5 running
+pods, the real operator started against it as a subprocess, and what it costs until
+every job is synced, at rest, and for 50 new jobs.
+
+The clock starts when the operator process is spawned (a restart or failover at that
+scale: the new leader knows nothing). Measured, all from outside the operator: wall and
+CPU seconds (/proc) until each job's status was written once; VmHWM and VmRSS; the
+event loop's lag from its /metrics; /healthz answered as the kubelet probes it; then
+the first pod of each of 50 probe jobs after the job's ADDED event reached the
+operator's watch. In the memory mode (``traced``) the operator runs under tracemalloc
+(traced.py) and the probes are left out: tracing slows it down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ..stats import percentile
+from . import memory, objects, procfs, resources
+from .apiserver import StubServer
+from .objects import BATCH_JOB, JobSeed, JobType
+from .promtext import Histogram, parse_histogram
+from .record import Recorder
+from .store import Kind, Store
+
+LAG_METRIC = "paralleljob_controller_event_loop_lag_seconds"
+#: The operator's settings, as the Deployment gets them (its ConfigMap).
+CONFIG_ENV = resources.REPO_ROOT / "manifests" / "config.env"
+TRACED_SCRIPT = Path(__file__).with_name("traced.py")
+NAMESPACE_PREFIX = "bench-scale-"
+SYSTEM_NAMESPACE = "paralleljob-system"
+SAMPLE_SECONDS = 0.5
+#: Timeline points kept in the results (a 20-minute run samples 1,200).
+TIMELINE_POINTS = 150
+
+
+@dataclass(frozen=True)
+class Level:
+    jobs: int
+    pods_per_job: int = 5
+    #: The share of the jobs that are batch/v1 Jobs managed by the operator, in percent.
+    batch_percent: int = 0
+
+    @property
+    def objects(self) -> int:
+        return self.jobs * (1 + self.pods_per_job)
+
+
+@dataclass(frozen=True)
+class Options:
+    settle_seconds: float = 10.0
+    probes: int = 50
+    probe_rate: float = 20.0
+    probe_timeout: float = 60.0
+    sync_timeout: float = 1200.0
+    bookmark_seconds: float = 10.0
+    healthz_seconds: float = 5.0
+    namespaces: int = 10
+    leader_elect: bool = False
+    traced: bool = False
+    logs: Path = Path("/tmp")
+
+
+@dataclass
+class Seeded:
+    store: Store
+    crd: resources.CustomResource
+    jobs: list[JobSeed]
+    pod_bytes: float
+    job_bytes: float
+
+
+def config_env(path: Path = CONFIG_ENV) -> dict[str, str]:
+    """KEY=VALUE lines of the Deployment's ConfigMap source."""
+    env = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            env[key.strip()] = value.strip()
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def kubeconfig(url: str) -> str:
+    """A kubeconfig for the stub (JSON is YAML): plain http, a token no one checks."""
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "stub", "cluster": {"server": url}}],
+            "users": [{"name": "stub", "user": {"token": "scale-harness"}}],
+            "contexts": [{"name": "stub", "context": {"cluster": "stub", "user": "stub"}}],
+            "current-context": "stub",
+        }
+    )
+
+
+# -- seeding --------------------------------------------------------------------------
+def _job_type(index: int, level: Level, crd: resources.CustomResource) -> JobType:
+    batch = level.batch_percent and index % 100 < level.batch_percent
+    return BATCH_JOB if batch else objects.parallel_job_type(crd.storage.api_version)
+
+
+def _kind_of(job_type: JobType, crd: resources.CustomResource) -> Kind:
+    return resources.JOB if job_type.batch else crd.storage
+
+
+def seed(level: Level, options: Options, now: datetime) -> Seeded:
+    """The store with the namespaces, the CRD, and the level's running jobs and pods,
+    its history compacted (as if they had been there long before)."""
+    crd = resources.load_crd()
+    store = Store([*resources.builtin_kinds(), *crd.kinds])
+    namespaces = [f"{NAMESPACE_PREFIX}{i:02d}" for i in range(options.namespaces)]
+    for name in [*namespaces, SYSTEM_NAMESPACE, "default"]:
+        store.create(resources.NAMESPACE, "", {"metadata": {"name": name}})
+    definition = {**crd.definition, "status": resources.crd_status(crd.definition)}
+    store.create(resources.CRD, "", definition)
+    jobs, pod_bytes, job_bytes = [], 0, 0
+    for i in range(level.jobs):
+        job_type = _job_type(i, level, crd)
+        job = JobSeed(
+            namespaces[i % len(namespaces)],
+            f"scale-{i:05d}",
+            str(uuid.uuid4()),
+            level.pods_per_job,
+            job_type,
+        )
+        jobs.append(job)
+        job_bytes += len(
+            store.create(_kind_of(job_type, crd), job.namespace, objects.job_body(job, now)).bare
+        )
+        for p in range(job.pods):
+            name = f"{job.name}-{''.join(random.choices('bcdfghjklmnpqrstvwxz2456789', k=5))}"
+            body = objects.pod_body(
+                job, name, str(uuid.uuid4()), now, node=(i * job.pods + p) % 100
+            )
+            pod_bytes += len(store.create(resources.POD, job.namespace, body).bare)
+    store.compact()
+    pods = level.jobs * level.pods_per_job
+    return Seeded(store, crd, jobs, pod_bytes / max(pods, 1), job_bytes / max(level.jobs, 1))
+
+
+# -- the operator process -------------------------------------------------------------------
+@dataclass
+class OperatorProcess:
+    proc: asyncio.subprocess.Process
+    metrics_port: int
+    liveness_port: int
+    log_path: Path
+    started: float
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    async def stop(self) -> int:
+        """SIGTERM, and SIGKILL if it has not ended 20 s later; its exit code."""
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 20)
+            except TimeoutError:
+                self.proc.kill()
+                await self.proc.wait()
+        return int(self.proc.returncode or 0)
+
+
+def operator_command(
+    options: Options, metrics_port: int, liveness_port: int, dump: Path
+) -> list[str]:
+    """The Deployment's command (the paralleljob-operator console script), on loopback;
+    in the memory mode the same through traced.py."""
+    args = [
+        "--bind-address=127.0.0.1",
+        f"--metrics-port={metrics_port}",
+        f"--liveness-port={liveness_port}",
+        "--leader-elect" if options.leader_elect else "--no-leader-elect",
+    ]
+    if options.traced:
+        return [sys.executable, str(TRACED_SCRIPT), str(dump), "--", *args]
+    return [str(Path(sys.executable).with_name("paralleljob-operator")), *args]
+
+
+async def start_operator(
+    options: Options, config_path: Path, dump: Path, log_path: Path
+) -> OperatorProcess:
+    metrics_port, liveness_port = free_port(), free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PJ_", "KUBERNETES_"))}
+    env |= config_env() | {"KUBECONFIG": str(config_path), "PYTHONUNBUFFERED": "1"}
+    if options.leader_elect:
+        env["PJ_LEADER_ELECTION_NAMESPACE"] = SYSTEM_NAMESPACE
+    log_file = log_path.open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        *operator_command(options, metrics_port, liveness_port, dump),
+        stdout=log_file,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+    )
+    log_file.close()
+    return OperatorProcess(proc, metrics_port, liveness_port, log_path, time.monotonic())
+
+
+# -- observing it -------------------------------------------------------------------------
+@dataclass
+class Observations:
+    """What the level's monitors gathered while it ran."""
+
+    samples: dict[str, procfs.ProcSample] = field(default_factory=dict)
+    timeline: list[dict[str, float]] = field(default_factory=list)
+    healthz: list[tuple[float, float, int]] = field(default_factory=list)
+    scrapes: dict[str, Histogram | None] = field(default_factory=dict)
+
+
+async def monitor(op: OperatorProcess, recorder: Recorder, seen: Observations) -> None:
+    """Samples /proc every half second, a timeline point every second."""
+    last_point = 0.0
+    while op.proc.returncode is None:
+        now = time.monotonic()
+        sample = procfs.sample(op.pid)
+        if sample is None:
+            return
+        if now - last_point >= 1.0:
+            last_point = now
+            seen.timeline.append(
+                {
+                    "t": round(now - op.started, 2),
+                    "cpu_s": round(sample.cpu_seconds, 2),
+                    "rss_mib": round(sample.rss_bytes / procfs.MIB, 1),
+                    "synced": recorder.synced(),
+                    "status_writes": sum(recorder.status_writes.values()),
+                }
+            )
+        await asyncio.sleep(SAMPLE_SECONDS)
+
+
+async def probe_healthz(op: OperatorProcess, period: float, seen: Observations) -> None:
+    """GET /healthz as the Deployment's probes do (every few seconds, 5 s timeout)."""
+    url = f"http://127.0.0.1:{op.liveness_port}/healthz"
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as session:
+        while op.proc.returncode is None:
+            await asyncio.sleep(period)
+            started = time.monotonic()
+            try:
+                async with session.get(url) as response:
+                    await response.read()
+                    code = response.status
+            except (aiohttp.ClientError, TimeoutError):
+                code = 0
+            seen.healthz.append((started - op.started, time.monotonic() - started, code))
+
+
+async def scrape_lag(op: OperatorProcess, timeout: float = 60.0) -> Histogram | None:
+    url = f"http://127.0.0.1:{op.metrics_port}/metrics"
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
+            session.get(url) as response,
+        ):
+            return parse_histogram(await response.text(), LAG_METRIC)
+    except (aiohttp.ClientError, TimeoutError):
+        return None
+
+
+def _sampler(op: OperatorProcess, seen: Observations, name: str) -> Callable[[], None]:
+    """A callback that reads /proc at once (at the instant the stub saw the event)."""
+
+    def take() -> None:
+        sample = procfs.sample(op.pid)
+        if sample is not None:
+            seen.samples[name] = sample
+
+    return take
+
+
+# -- probes -----------------------------------------------------------------------------------
+async def run_probes(
+    seeded: Seeded, recorder: Recorder, options: Options, pods: int
+) -> dict[str, Any]:
+    """Creates the probe jobs at the probe rate and waits for each one's first pod."""
+    crd = seeded.crd
+    job_type = objects.parallel_job_type(crd.storage.api_version)
+    created: dict[str, float] = {}
+    for i in range(options.probes):
+        job = JobSeed(
+            f"{NAMESPACE_PREFIX}{i % options.namespaces:02d}",
+            f"probe-{i:03d}",
+            str(uuid.uuid4()),
+            pods,
+            job_type,
+        )
+        recorder.timed.add(job.uid)
+        created[job.uid] = recorder.clock()
+        seeded.store.create(
+            crd.storage, job.namespace, objects.job_body(job, datetime.now(UTC), running=False)
+        )
+        await asyncio.sleep(1 / options.probe_rate)
+    deadline = time.monotonic() + options.probe_timeout
+    while time.monotonic() < deadline and not all(u in recorder.first_pod_post for u in created):
+        await asyncio.sleep(0.05)
+    return probe_figures(created, recorder)
+
+
+def _ms_stats(values: list[float]) -> dict[str, float] | None:
+    if not values:
+        return None
+    return {
+        "p50_ms": round(percentile(values, 50) * 1000, 1),
+        "p99_ms": round(percentile(values, 99) * 1000, 1),
+        "max_ms": round(max(values) * 1000, 1),
+    }
+
+
+def probe_figures(created: dict[str, float], recorder: Recorder) -> dict[str, Any]:
+    after_watch = [
+        recorder.first_pod_post[u] - recorder.delivered[u]
+        for u in created
+        if u in recorder.first_pod_post and u in recorder.delivered
+    ]
+    after_create = [
+        recorder.first_pod_post[u] - t for u, t in created.items() if u in recorder.first_pod_post
+    ]
+    status = [
+        recorder.first_status_write[u] - t
+        for u, t in created.items()
+        if u in recorder.first_status_write
+    ]
+    return {
+        "created": len(created),
+        "with_first_pod": len(after_create),
+        "first_pod_after_watch": _ms_stats(after_watch),
+        "first_pod_after_create": _ms_stats(after_create),
+        "first_status_after_create": _ms_stats(status),
+    }
+
+
+# -- the level ------------------------------------------------------------------------------
+def _mib(value: int | None) -> float | None:
+    return round(value / procfs.MIB, 1) if value is not None else None
+
+
+def _lag(h: Histogram | None) -> dict[str, Any] | None:
+    if h is None:
+        return None
+    top = h.max_range()
+    return {
+        "samples": int(h.count),
+        "mean_ms": round(h.mean * 1000, 1) if h.mean is not None else None,
+        "max_between_s": list(top) if top else None,
+    }
+
+
+async def _wait_dump(path: Path, sequence: int, timeout: float) -> dict[str, Any] | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(FileNotFoundError, ValueError):
+            data: dict[str, Any] = json.loads(path.read_text())
+            if data.get("sequence", 0) >= sequence:
+                return data
+        await asyncio.sleep(0.2)
+    return None
+
+
+def _baseline_gate(op_ref: list[OperatorProcess], dump: Path) -> Callable[[str], Awaitable[None]]:
+    """Holds kopf's first discovery request (GET /apis: the operator is imported and
+    has listed nothing) until the traced operator has written its baseline."""
+    done = False
+
+    async def gate(path: str) -> None:
+        nonlocal done
+        if done or path.rstrip("/") != "/apis" or not op_ref:
+            return
+        done = True
+        op_ref[0].proc.send_signal(signal.SIGUSR1)
+        await _wait_dump(dump, 1, 120)
+
+    return gate
+
+
+async def run_level(level: Level, options: Options) -> dict[str, Any]:
+    now = datetime.now(UTC)
+    seed_started = time.monotonic()
+    seeded = seed(level, options, now)
+    seed_seconds = time.monotonic() - seed_started
+    recorder = Recorder()
+    recorder.expect(j.uid for j in seeded.jobs)
+    server = StubServer(seeded.store, recorder, bookmark_seconds=options.bookmark_seconds)
+    await server.start()
+    mode = "traced" if options.traced else "plain"
+    stem = f"scale-{level.jobs}-{mode}"
+    config_path = options.logs / f"{stem}.kubeconfig"
+    config_path.write_text(kubeconfig(server.url))
+    dump = options.logs / f"{stem}.tracemalloc.json"
+    dump.unlink(missing_ok=True)
+    op_ref: list[OperatorProcess] = []
+    if options.traced:
+        server.gate = _baseline_gate(op_ref, dump)
+    op = await start_operator(options, config_path, dump, options.logs / f"{stem}.log")
+    op_ref.append(op)
+    seen = Observations()
+    recorder.on_synced.append(_sampler(op, seen, "synced"))
+    recorder.on_pods_listed.append(_sampler(op, seen, "pods_listed"))
+    tasks = [
+        asyncio.create_task(monitor(op, recorder, seen)),
+        asyncio.create_task(probe_healthz(op, options.healthz_seconds, seen)),
+    ]
+    result: dict[str, Any] = {"level": asdict(level) | {"objects": level.objects}, "mode": mode}
+    result["sync_timeout_s"] = options.sync_timeout
+    try:
+        result |= await _measure(level, options, seeded, recorder, op, seen, dump)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        result["operator_exit_code"] = await op.stop()
+        await server.stop()
+    result |= _traffic(recorder, op, seen)
+    result["seed_seconds"] = round(seed_seconds, 1)
+    result["sizes"] = {"pod_bytes": round(seeded.pod_bytes), "job_bytes": round(seeded.job_bytes)}
+    result["operator_log"] = str(op.log_path)
+    return result
+
+
+async def _measure(
+    level: Level,
+    options: Options,
+    seeded: Seeded,
+    recorder: Recorder,
+    op: OperatorProcess,
+    seen: Observations,
+    dump: Path,
+) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    exited = asyncio.create_task(op.proc.wait())
+    synced = asyncio.create_task(recorder.all_synced.wait())
+    await asyncio.wait(
+        {exited, synced}, timeout=options.sync_timeout, return_when=asyncio.FIRST_COMPLETED
+    )
+    synced.cancel()
+    if exited.done():
+        out["error"] = f"the operator exited ({op.proc.returncode}) before every job was synced"
+        return out
+    exited.cancel()
+    out |= _startup_figures(recorder, op, seen)
+    seen.scrapes["synced"] = await scrape_lag(op)
+    await asyncio.sleep(options.settle_seconds)
+    steady = procfs.sample(op.pid)
+    out["rss_steady_mib"] = _mib(steady.rss_bytes) if steady else None
+    seen.scrapes["steady"] = await scrape_lag(op)
+    if options.traced:
+        op.proc.send_signal(signal.SIGUSR1)
+        data = await _wait_dump(dump, 2, 600)
+        out["memory"] = memory.summarize(data, level.objects) if data else {"error": "no dump"}
+    elif out["synced"]:
+        out["probes"] = await run_probes(seeded, recorder, options, level.pods_per_job)
+        await asyncio.sleep(2)  # the probes' own status writes land
+    final = procfs.sample(op.pid)
+    seen.scrapes["end"] = await scrape_lag(op)
+    if final is not None:
+        out["rss_peak_mib"] = _mib(final.hwm_bytes)
+        out["rss_end_mib"] = _mib(final.rss_bytes)
+        out["cpu_end_s"] = round(final.cpu_seconds, 2)
+    out["loop_lag"] = {
+        "until_synced": _lag(seen.scrapes["synced"]),
+        "at_rest": _lag(_since(seen.scrapes["steady"], seen.scrapes["synced"])),
+        "whole_run": _lag(seen.scrapes["end"]),
+    }
+    return out
+
+
+def _since(later: Histogram | None, earlier: Histogram | None) -> Histogram | None:
+    return later.minus(earlier) if later is not None else None
+
+
+def _startup_figures(recorder: Recorder, op: OperatorProcess, seen: Observations) -> dict[str, Any]:
+    """Until every job's status was written once (or the timeout: then how far it got)."""
+    firsts = [
+        recorder.first_status_write[u]
+        for u in recorder.expected
+        if u in recorder.first_status_write
+    ]
+    at_sync = seen.samples.get("synced") or procfs.sample(op.pid)
+    listed = seen.samples.get("pods_listed")
+    return {
+        "synced": recorder.synced_at is not None,
+        "jobs_synced": recorder.synced(),
+        "wall_first_write_s": round(min(firsts) - op.started, 2) if firsts else None,
+        "wall_pods_listed_s": (
+            round(recorder.pods_listed_at - op.started, 2) if recorder.pods_listed_at else None
+        ),
+        "cpu_pods_listed_s": round(listed.cpu_seconds, 2) if listed else None,
+        "wall_synced_s": round(recorder.synced_at - op.started, 2) if recorder.synced_at else None,
+        "cpu_synced_s": round(at_sync.cpu_seconds, 2) if at_sync and recorder.synced_at else None,
+        "cpu_at_timeout_s": round(at_sync.cpu_seconds, 2)
+        if at_sync and not recorder.synced_at
+        else None,
+        "rss_at_sync_mib": _mib(at_sync.rss_bytes) if at_sync else None,
+        "hwm_at_sync_mib": _mib(at_sync.hwm_bytes) if at_sync else None,
+        "status_writes_per_job_at_sync": _writes_per_job(recorder),
+    }
+
+
+def _writes_per_job(recorder: Recorder) -> dict[str, int]:
+    counts = [recorder.status_writes.get(u, 0) for u in recorder.expected]
+    return {"min": min(counts, default=0), "max": max(counts, default=0), "total": sum(counts)}
+
+
+def _traffic(recorder: Recorder, op: OperatorProcess, seen: Observations) -> dict[str, Any]:
+    lists: dict[str, dict[str, int]] = {}
+    for listing in recorder.listings:
+        entry = lists.setdefault(
+            listing.resource, {"requests": 0, "items": 0, "bytes": 0, "paged": 0}
+        )
+        entry["requests"] += 1
+        entry["items"] += listing.items
+        entry["bytes"] += listing.nbytes
+        entry["paged"] += int(listing.paged)
+    healthz = [d for _, d, _ in seen.healthz]
+    return {
+        "status_writes_per_job_end": _writes_per_job(recorder),
+        "job_writes": sum(recorder.job_writes.values()),
+        "pod_creations": recorder.pod_creations,
+        "requests": sorted(
+            (
+                {"verb": v, "resource": r, "code": c, "count": n}
+                for (v, r, c), n in recorder.requests.items()
+            ),
+            key=lambda e: (str(e["resource"]), str(e["verb"])),
+        ),
+        "unknown_paths": dict(recorder.unknown),
+        "lists": lists,
+        "watches": [
+            {"t": round(t - op.started, 2), "resource": r, "query": q}
+            for t, r, q in recorder.watches
+        ],
+        "healthz": {
+            "probes": len(healthz),
+            "max_s": round(max(healthz), 3) if healthz else None,
+            "failed": sum(1 for _, _, code in seen.healthz if code != 200),
+        },
+        "timeline": thin(seen.timeline, TIMELINE_POINTS),
+    }
+
+
+def thin(points: list[dict[str, float]], most: int) -> list[dict[str, float]]:
+    """At most ``most`` points, evenly spaced, the last one kept."""
+    if len(points) <= most:
+        return points
+    step = len(points) / most
+    kept = [points[int(i * step)] for i in range(most - 1)]
+    return [*kept, points[-1]]
