@@ -150,6 +150,12 @@ bench-quick: prereqs build venv ## The benchmark scaled down: every scenario onc
 	@$(LOCAL_CLUSTER_UP)
 	$(PYTHON) -m bench --quick
 
+# The scale harness (bench/scale/): no cluster, the operator against a stub API on
+# loopback, niced (the machine is shared). LABEL names the results, to compare runs.
+.PHONY: bench-scale
+bench-scale: venv ## The operator against a stub API at 600/6,000/60,000 objects, no cluster (BENCH_QUICK=1: 600, < 2 min; LABEL=name)
+	BENCH_QUICK=$(BENCH_QUICK) nice -n 10 $(PYTHON) -m bench.scale --label $(or $(LABEL),run)
+
 # --- Kubernetes' own e2e suite (hack/test-upstream.sh, docs/upstream-e2e.md): its Job and
 # CronJob specs, unmodified, on the local cluster (started first if it does not answer).
 .PHONY: test-upstream
