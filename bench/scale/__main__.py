@@ -61,6 +61,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--sync-timeout", type=float, default=1200.0, help="seconds to wait for every job synced"
     )
     parser.add_argument(
+        "--traced-sync-timeout",
+        type=float,
+        default=2400.0,
+        help="the same in memory mode, which tracing slows down (default 2400)",
+    )
+    parser.add_argument(
         "--settle", type=float, help="seconds at rest before the probes (default 10; quick 3)"
     )
     parser.add_argument("--probes", type=int, default=50)
@@ -103,7 +109,7 @@ async def run_all(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
             settle_seconds=settle,
             probes=args.probes,
             probe_rate=args.probe_rate,
-            sync_timeout=args.sync_timeout,
+            sync_timeout=args.traced_sync_timeout if traced else args.sync_timeout,
             leader_elect=args.leader_elect,
             traced=traced,
             logs=logs,
