@@ -186,6 +186,16 @@ def _traffic_lines(r: dict[str, Any]) -> list[str]:
     ]
 
 
+def _load_lines(levels: Sequence[dict[str, Any]]) -> list[str]:
+    """The 1-minute load average around each level (2 cores shared with other work)."""
+    return [
+        f"- {r['level']['objects']:,} objects, {r['mode']}: load average "
+        f"{_n(r.get('load_average_at_start'), '', 2)} at the start, "
+        f"{_n(r.get('load_average_at_end'), '', 2)} at the end"
+        for r in levels
+    ]
+
+
 def render(run: dict[str, Any]) -> str:
     levels: list[dict[str, Any]] = run["levels"]
     first = levels[0] if levels else {}
@@ -221,6 +231,7 @@ def render(run: dict[str, Any]) -> str:
     for r in levels:
         lines += _memory_section(r)
     lines += ["## API traffic", "", *[line for r in levels for line in _traffic_lines(r)], ""]
+    lines += ["## Machine load", "", *_load_lines(levels), ""]
     if run.get("note"):
         lines += ["## Notes", "", run["note"], ""]
     return "\n".join(lines)

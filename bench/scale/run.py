@@ -427,6 +427,8 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
     ]
     result: dict[str, Any] = {"level": asdict(level) | {"objects": level.objects}, "mode": mode}
     result["sync_timeout_s"] = options.sync_timeout
+    # The machine may be shared: its load says how far the figures can be trusted.
+    result["load_average_at_start"] = round(os.getloadavg()[0], 2)
     try:
         result |= await _measure(level, options, seeded, recorder, op, seen, dump)
     finally:
@@ -435,6 +437,7 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
         await asyncio.gather(*tasks, return_exceptions=True)
         result["operator_exit_code"] = await op.stop()
         await server.stop()
+    result["load_average_at_end"] = round(os.getloadavg()[0], 2)
     result |= _traffic(recorder, op, seen)
     result["seed_seconds"] = round(seed_seconds, 1)
     result["sizes"] = {"pod_bytes": round(seeded.pod_bytes), "job_bytes": round(seeded.job_bytes)}
