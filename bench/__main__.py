@@ -15,7 +15,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from . import ceiling, lock, plots, report
+from . import ceiling, curve, lock, plots, report
 from .environment import (
     DEFAULTS,
     SETTINGS,
@@ -45,7 +45,9 @@ from .workloads import CONTROLLERS, Arm
 
 #: The built-in and ParallelJobs: the arms of the scenarios the Job arm is not in.
 BOTH = (Arm.BUILTIN, Arm.OPERATOR)
-SCENARIOS = ("s1", "s2", "s3", "s4", "s5", "s6", "s7")
+SCENARIOS = ("s1", "s2", "s3", "s4", "s5", "s6", "s7", "s8")
+#: Scenario 8's arms, in order: the operator's first (its levels take minutes, not tens).
+CURVE_ARMS = (Arm.OPERATOR, Arm.OPERATOR_JOB, Arm.BUILTIN)
 #: What a quick run measures in a setting other than the defaults.
 QUICK_BUDGET_SCENARIOS = ("s1",)
 
@@ -66,7 +68,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="comma list of operator settings: equal (API budget), defaults",
     )
     parser.add_argument(
-        "--scenarios", default=",".join(SCENARIOS), help="comma list of s1..s7 (default all)"
+        "--scenarios", default=",".join(SCENARIOS), help="comma list of s1..s8 (default all)"
+    )
+    parser.add_argument(
+        "--s8-levels",
+        default="",
+        help="comma list of scenario 8's levels, running jobs (default 1000,5000,10000; "
+        "quick: 100)",
+    )
+    parser.add_argument(
+        "--s8-arms",
+        default=",".join(a.value for a in (Arm.OPERATOR, Arm.BUILTIN)),
+        help="comma list of scenario 8's arms (default ParallelJob,Job; also Job-operator)",
     )
     parser.add_argument("--note", default="", help="a line for the results' header")
     parser.add_argument(
@@ -90,6 +103,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     unknown = set(args.settings.split(",")) - set(SETTINGS)
     unknown |= set(args.scenarios.split(",")) - set(SCENARIOS)
     unknown |= set(args.arms.split(",")) - {arm.value for arm in Arm}
+    unknown |= set(args.s8_arms.split(",")) - {arm.value for arm in CURVE_ARMS}
+    if args.s8_levels and not all(x.isdigit() and int(x) > 0 for x in args.s8_levels.split(",")):
+        parser.error(f"--s8-levels: positive integers, comma separated: {args.s8_levels}")
     if unknown:
         parser.error(f"unknown setting, scenario or arm: {', '.join(sorted(unknown))}")
     return args
@@ -137,12 +153,18 @@ class Plan:
     """The rounds of one scenario in one setting, arms alternating."""
 
     def __init__(
-        self, bench: Bench, sizes: Sizes, operator: Operator, arms: frozenset[Arm]
+        self,
+        bench: Bench,
+        sizes: Sizes,
+        operator: Operator,
+        arms: frozenset[Arm],
+        curve_arms: Sequence[Arm] = (Arm.OPERATOR, Arm.BUILTIN),
     ) -> None:
         self.bench = bench
         self.sizes = sizes
         self.operator = operator
         self.arms = arms
+        self.curve_arms = [a for a in CURVE_ARMS if a in curve_arms and a in arms]
         self.one_job = one_job(sizes.one_job_completions, sizes.one_job_parallelism)
         self.reaction = reaction(sizes.reaction_jobs, sizes.reaction_rate)
 
@@ -189,7 +211,21 @@ class Plan:
                 return await self._alternate(
                     setting, CONTROLLERS, ("s7", idle(s.idle_jobs, s.idle_window))
                 )
+            case "s8":
+                return await self._scale_curve(setting)
         raise ValueError(f"unknown scenario {scenario}")
+
+    async def _scale_curve(self, setting: Setting) -> list[Round]:
+        """Scenario 8, in the defaults only (a scale curve, not a budget comparison): each
+        arm's levels, then its restart at the top level."""
+        if setting.name != DEFAULTS.name:
+            return []
+        out = []
+        async with curve.Scraper(self.bench, self.bench.kube.credentials) as scraper:
+            for arm in self.curve_arms:
+                await self.operator.ensure(setting)
+                out += await curve.scale_curve(self.bench, arm, self.sizes, scraper, restart=True)
+        return out
 
     async def _under_load(self, setting: Setting) -> list[Round]:
         """Scenario 5: 1 and 3 under the operator's background load (both arms), then
@@ -227,7 +263,11 @@ class Run:
         sizes = QUICK if args.quick else FULL
         if args.rounds:
             sizes = replace(sizes, rounds=args.rounds, scale_rounds=args.rounds)
+        if args.s8_levels:
+            levels = sorted({int(x) for x in args.s8_levels.split(",")})
+            sizes = replace(sizes, curve_levels=tuple(levels))
         self.sizes = sizes
+        self.curve_arms = [Arm(name) for name in args.s8_arms.split(",")]
         self.settings = [SETTINGS[name] for name in args.settings.split(",")]
         self.scenarios = [s for s in SCENARIOS if s in args.scenarios.split(",")]
         self.rounds: dict[str, list[Round]] = {s.name: [] for s in self.settings}
@@ -254,7 +294,7 @@ class Run:
     async def execute(self, bench: Bench) -> None:
         operator = Operator(bench)
         self.deployed = operator.deployed
-        plan = Plan(bench, self.sizes, operator, self.arms)
+        plan = Plan(bench, self.sizes, operator, self.arms, self.curve_arms)
         await remove_leftovers(bench)
         for scenario, setting in self.order():
             self.rounds[setting.name] += await plan.run(scenario, setting)
@@ -289,7 +329,13 @@ class Run:
         pods_png, latency_png = f"{stem}-s1-pods.png", f"{stem}-s3-latency.png"
         plots.pods_over_time(self.rounds, self.out / pods_png)
         plots.latency_cdfs(self.rounds, self.out / latency_png)
-        text = report.markdown(meta, self.rounds, summaries, self.sizes, [pods_png, latency_png])
+        images = [pods_png, latency_png]
+        if plots.has_curve(self.rounds):
+            rss_png, reaction_png = f"{stem}-s8-rss.png", f"{stem}-s8-reaction.png"
+            plots.curve_rss(self.rounds, self.out / rss_png)
+            plots.curve_reaction(self.rounds, self.out / reaction_png)
+            images += [rss_png, reaction_png]
+        text = report.markdown(meta, self.rounds, summaries, self.sizes, images)
         (self.out / f"{stem}.md").write_text(text)
         data = report.to_json(meta, self.rounds, summaries)
         (self.out / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")

@@ -149,6 +149,14 @@ class Kube:
             result: JsonDict = json.loads(text) if text else {}
             return result
 
+    async def get_text(self, path: str, *, timeout: float = 30) -> str:
+        """A non-JSON GET (a pod's /metrics through the API server's proxy)."""
+        async with self.session.get(path, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+            text = await resp.text()
+            if resp.status >= 400:
+                raise ApiError(resp.status, "GET", path, text)
+            return text
+
     async def get(self, path: str, **params: str) -> JsonDict:
         return await self.request("GET", path, params=params)
 

@@ -40,6 +40,10 @@ class JobRecord:
     added: float
     #: First seen with a ready pod (status.ready >= 1).
     ready: float | None = None
+    #: First seen with every pod ready (status.ready >= spec.parallelism).
+    all_ready: float | None = None
+    #: First seen counting a succeeded pod (status.succeeded >= 1).
+    succeeded: float | None = None
     complete: float | None = None
     failed: float | None = None
     #: When each spec.parallelism value was first seen.
@@ -76,6 +80,7 @@ class Observer:
         self.running = 0
         self.succeeded = 0
         self.ready = 0
+        self.all_ready = 0
         self.complete = 0
         self.failed = 0
         self._changed = asyncio.Event()
@@ -151,9 +156,15 @@ class Observer:
         if isinstance(parallelism, int):
             record.parallelism_seen.setdefault(parallelism, received)
         status = job.get("status") or {}
-        if record.ready is None and (status.get("ready") or 0) >= 1:
+        ready = status.get("ready") or 0
+        if record.ready is None and ready >= 1:
             record.ready = received
             self.ready += 1
+        if record.all_ready is None and isinstance(parallelism, int) and ready >= parallelism > 0:
+            record.all_ready = received
+            self.all_ready += 1
+        if record.succeeded is None and (status.get("succeeded") or 0) >= 1:
+            record.succeeded = received
         if record.complete is None and _condition_true(status, "Complete"):
             record.complete = received
             self.complete += 1

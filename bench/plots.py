@@ -94,3 +94,99 @@ def latency_cdfs(rounds: dict[str, list[Round]], path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
+
+
+def _curve_rounds(rounds: dict[str, list[Round]]) -> list[Round]:
+    return [
+        r
+        for rs in rounds.values()
+        for r in rs
+        if r.scenario.startswith("s8-") and r.scenario != "s8-restart" and r.error is None
+    ]
+
+
+def has_curve(rounds: dict[str, list[Round]]) -> bool:
+    return bool(_curve_rounds(rounds))
+
+
+def curve_rss(rounds: dict[str, list[Round]], path: Path) -> None:
+    """Scenario 8: each controller's RSS (steady, at each level) against the live objects
+    (jobs and pods) it runs, both controllers on one axis; the API server's and etcd's
+    dotted, by the arm whose level they served."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    mine = _curve_rounds(rounds)
+    for arm in CONTROLLERS:
+        points = sorted(
+            (
+                (r.metrics["live_objects"], r.metrics)
+                for r in mine
+                if r.arm is arm and "controller_rss_mb" in r.metrics
+            ),
+            key=lambda point: point[0],
+        )
+        if not points:
+            continue
+        xs = [x for x, _ in points]
+        name = "kube-controller-manager" if arm is Arm.BUILTIN else "operator"
+        ax.plot(
+            xs,
+            [m["controller_rss_mb"] for _, m in points],
+            marker="o",
+            color=COLOURS[arm],
+            label=f"{name} ({arm.label})",
+        )
+        for key, style in (("apiserver", ":"), ("etcd", "-.")):
+            if all(f"{key}_rss_mb" in m for _, m in points):
+                ys = [m[f"{key}_rss_mb"] for _, m in points]
+                ax.plot(
+                    xs,
+                    ys,
+                    linestyle=style,
+                    color=COLOURS[arm],
+                    alpha=0.6,
+                    label=f"{key} ({arm.label})",
+                )
+    ax.set_title("scenario 8: RSS against live objects")
+    ax.set_xlabel("live jobs + pods")
+    ax.set_ylabel("RSS (MiB)")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def curve_reaction(rounds: dict[str, list[Round]], path: Path) -> None:
+    """Scenario 8: the probe jobs' created → first pod p50 and p99 against the level."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    mine = _curve_rounds(rounds)
+    for arm in CONTROLLERS:
+        points = sorted(
+            (
+                (r.metrics["level_jobs"], r.metrics)
+                for r in mine
+                if r.arm is arm and "first_pod_p50_ms" in r.metrics
+            ),
+            key=lambda point: point[0],
+        )
+        if not points:
+            continue
+        xs = [x for x, _ in points]
+        for key, style in (("first_pod_p50_ms", "-"), ("first_pod_p99_ms", "--")):
+            ax.plot(
+                xs,
+                [max(m[key], 0.1) for _, m in points],
+                marker="o",
+                linestyle=style,
+                color=COLOURS[arm],
+                label=f"{arm.label} {key.split('_')[2]}",
+            )
+    ax.set_title("scenario 8: created → first pod, against the level")
+    ax.set_xlabel("running jobs (5 pods each)")
+    ax.set_ylabel("milliseconds (log scale)")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(loc="upper left", fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

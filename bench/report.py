@@ -204,6 +204,93 @@ def calls_tables(rounds: Sequence[Round]) -> list[str]:
     return out
 
 
+# ---------------------------------------------------------------- scenario 8
+
+_CURVE_COLUMNS = [
+    ("live_objects", "live jobs + pods"),
+    ("steady_s", "created → steady (s)"),
+    ("controller_rss_mb", "controller RSS (MiB)"),
+    ("controller_grow_cpu_s", "controller CPU, growing (s)"),
+    ("controller_cpu_s", "controller CPU, probes (s)"),
+    ("loop_pause_max_ms", "longest loop pause (ms, bucket bound)"),
+    ("first_pod_p50_ms", "first pod p50 (ms)"),
+    ("first_pod_p99_ms", "first pod p99 (ms)"),
+    ("complete_p50_ms", "`Complete` p50 (ms)"),
+    ("success_to_status_p50_ms", "success → status p50 (ms)"),
+    ("apiserver_rss_mb", "kube-apiserver RSS (MiB)"),
+    ("apiserver_grow_cpu_s", "kube-apiserver CPU, growing (s)"),
+    ("etcd_rss_mb", "etcd RSS (MiB)"),
+    ("etcd_grow_cpu_s", "etcd CPU, growing (s)"),
+]
+_RESTART_COLUMNS = [
+    ("level_jobs", "running jobs"),
+    ("leader_after_kill_s", "kill → new leader (s)"),
+    ("first_pod_after_kill_s", "kill → new job's first pod (s)"),
+    ("first_pod_after_leader_s", "new leader → first pod (s)"),
+    ("synced_after_kill_s", "kill → every job synced (s)"),
+    ("synced_after_leader_s", "new leader → every job synced (s)"),
+    ("steady_rss_mb", "steady RSS (MiB)"),
+    ("relist_peak_rss_mb", "peak RSS relisting (MiB)"),
+    ("relist_rss_ratio", "relisting / steady"),
+]
+
+
+def _curve_level(r: Round) -> int:
+    return int(r.scenario.removeprefix("s8-")) if r.scenario[3:].isdigit() else 0
+
+
+def curve_tables(rounds: Sequence[Round], sizes: Sizes) -> list[str]:
+    """Scenario 8: a row per level and arm (the controller: the operator's container, or
+    all of kube-controller-manager), then the restart at the top level."""
+    levels = sorted(
+        (r for r in rounds if r.scenario.startswith("s8-") and _curve_level(r)),
+        key=lambda r: (_curve_level(r), list(Arm).index(r.arm)),
+    )
+    restarts = [r for r in rounds if r.scenario == "s8-restart"]
+    if not levels and not restarts:
+        return []
+    out = [
+        f"Scenario 8, a scale curve: running jobs of {sizes.curve_pods} long pods each, "
+        f"{sizes.curve_probes} probe jobs (one pod, ending at once) at "
+        f"{sizes.curve_probe_rate:g}/s per level; RSS read once steady, CPU while the level "
+        "grew and during the probes; n/a: no such figure (kube-controller-manager has no "
+        "loop-lag metric).",
+        "",
+        "| level | arm | " + " | ".join(label for _, label in _CURVE_COLUMNS) + " |",
+        "| --- | --- |" + " --- |" * len(_CURVE_COLUMNS),
+    ]
+    for r in levels:
+        values = round_values(r)
+        cells = [_cell(values, key, r) for key, _ in _CURVE_COLUMNS]
+        out.append(f"| {_curve_level(r):,} | {r.arm.label} | " + " | ".join(cells) + " |")
+    if restarts:
+        out += [
+            "",
+            "Restart at the top level (SIGKILL of the acting controller; the operator's "
+            "leader pod, or kube-controller-manager by hack/cluster-restart.sh --kill):",
+            "",
+            "| arm | " + " | ".join(label for _, label in _RESTART_COLUMNS) + " |",
+            "| --- |" + " --- |" * len(_RESTART_COLUMNS),
+        ]
+        for r in restarts:
+            cells = [_cell(r.metrics, key, r) for key, _ in _RESTART_COLUMNS]
+            out.append(f"| {r.arm.label} | " + " | ".join(cells) + " |")
+    failed = [r for r in [*levels, *restarts] if r.error]
+    out += ["", *(f"* {r.scenario} {r.arm.label}: FAILED: {r.error}" for r in failed), ""]
+    return out
+
+
+def _cell(values: dict[str, float], key: str, r: Round) -> str:
+    if r.error:
+        return "failed"
+    if key not in values:
+        return "n/a"
+    value = values[key]
+    if key in ("live_objects", "level_jobs"):
+        return f"{value:,.0f}"
+    return "> 2500" if value == float("inf") else _num(value)
+
+
 # ---------------------------------------------------------------- targets
 
 
@@ -514,6 +601,7 @@ def markdown(
             "",
             *results_table(summaries[name], sizes),
             "",
+            *curve_tables(rounds[name], sizes),
             *calls_tables(rounds[name]),
         ]
         failed = [r for r in rounds[name] if r.error]

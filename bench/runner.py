@@ -117,6 +117,13 @@ class Bench:
         #: The whole run's audit log, for the Events posted after their round.
         self.run_audit = audit.AuditCursor(self.audit_log)
         self._operator_container = ""
+        #: The pod of the acting operator (its /metrics are read through the API server).
+        self.operator_pod = ""
+
+    @property
+    def operator_container(self) -> str:
+        """The acting operator's container ID, as :meth:`refresh_operator` found it."""
+        return self._operator_container
 
     def log(self, message: str) -> None:
         elapsed = int(time.monotonic() - self.started)
@@ -149,6 +156,7 @@ class Bench:
             raise RuntimeError(f"no running operator pod holds the Lease {OPERATOR_LEASE}")
         container_id = leader["status"]["containerStatuses"][0].get("containerID", "")
         self._operator_container = container_id.rpartition("://")[2]
+        self.operator_pod = leader["metadata"]["name"]
 
     def finders(self) -> dict[str, Callable[[], list[int]]]:
         """The processes whose CPU and memory each round reports."""

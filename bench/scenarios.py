@@ -40,6 +40,11 @@ class Sizes:
     idle_jobs: int
     idle_window: float
     progress_every: float
+    #: Scenario 8: the levels of running jobs, each job's pods, the probe jobs per level.
+    curve_levels: tuple[int, ...] = (1000, 5000, 10000)
+    curve_pods: int = 5
+    curve_probes: int = 50
+    curve_probe_rate: float = 10
 
 
 FULL = Sizes(
@@ -78,6 +83,8 @@ QUICK = Sizes(
     idle_jobs=5,
     idle_window=3,
     progress_every=5,
+    curve_levels=(100,),
+    curve_probes=10,
 )
 
 
@@ -96,8 +103,10 @@ async def create_jobs(
     completions: int,
     parallelism: int,
     duration: str = INSTANT,
+    first: int = 0,
 ) -> None:
-    """``count`` jobs named job-NNNNN, created at once (CREATE_CONCURRENCY in flight)."""
+    """``count`` jobs named job-NNNNN from ``first`` on, created at once
+    (CREATE_CONCURRENCY in flight)."""
     slots = asyncio.Semaphore(CREATE_CONCURRENCY)
 
     async def one(i: int) -> None:
@@ -106,7 +115,7 @@ async def create_jobs(
         async with slots:
             await bench.kube.create(jobs_path(arm, namespace), body)
 
-    await asyncio.gather(*(one(i) for i in range(count)))
+    await asyncio.gather(*(one(i) for i in range(first, first + count)))
 
 
 def _pods_by_owner(seen: Observer) -> dict[str, list[PodRecord]]:

@@ -1,0 +1,504 @@
+"""Scenario 8 (issue 23): a scale curve. Per arm, one background namespace grows through
+the levels (running jobs of ``curve_pods`` long pods each); at each level, once steady
+(every pod running, every job's status showing all its pods ready), the controller's,
+the API server's and etcd's memory and CPU, the operator's longest event-loop pause, and
+a round of probe jobs (one pod each, ending at once); then, at the top level, the
+controller is SIGKILLed and its replacement timed until it creates a new job's first pod
+and has synced every job.
+
+"Synced every job", as seen from outside through the controller's own metrics: its work
+queue has been handed every job of the level and is empty. The operator:
+``paralleljob_controller_jobs`` (jobs it tracks) >= the level,
+``paralleljob_controller_job_syncs_total`` >= the level, and
+``paralleljob_controller_jobs_pending_sync`` 0. kube-controller-manager: its job
+controller's queue, ``workqueue_adds_total{name="job"}`` >= the level and
+``workqueue_depth{name="job"}`` 0. Both controllers queue every job they list at start,
+so this holds once each has been taken by a worker (the last few may still be in their
+sync: the figure is when the queue emptied, within one sync of every job synced).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import os
+import signal
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import UTC, datetime
+
+import aiohttp
+
+from . import procstat
+from .kube import ApiError, Credentials
+from .observer import Observer, RoundFailed
+from .runner import (
+    CLUSTER_DIR,
+    OPERATOR_LEASE,
+    REPO_ROOT,
+    SYSTEM_NAMESPACE,
+    Bench,
+    Body,
+    Outcome,
+    Round,
+    poll,
+)
+from .scenarios import Sizes, create_jobs, deadline_for, reaction
+from .stats import percentile
+from .workloads import LONG, Arm, job, jobs_path, pods_path
+
+#: Each arm's controller process (procstat's names, as Bench.finders has them).
+CONTROLLER = {
+    Arm.BUILTIN: "kube-controller-manager",
+    Arm.OPERATOR: "operator",
+    Arm.OPERATOR_JOB: "operator",
+}
+#: What the cluster itself needed at each level.
+SHARED = {"apiserver": "kube-apiserver", "etcd": "etcd"}
+KCM_METRICS = "https://127.0.0.1:10257/metrics"
+OPERATOR_METRICS_PORT = 8081
+LOOP_LAG = "paralleljob_controller_event_loop_lag_seconds"
+#: How long a restarted controller may take to sync every job before the round fails.
+RESYNC_TIMEOUT = 1200.0
+
+
+# ---------------------------------------------------------------- metrics text (pure)
+
+Samples = dict[str, list[tuple[dict[str, str], float]]]
+
+
+def parse_metrics(text: str) -> Samples:
+    """Prometheus' text format: name -> [(labels, value)] (comments left out)."""
+    out: Samples = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        head, _, value = line.rpartition(" ")
+        name, _, rest = head.partition("{")
+        labels: dict[str, str] = {}
+        if rest:
+            for pair in _split_labels(rest.rstrip("}")):
+                key, _, raw = pair.partition("=")
+                labels[key.strip()] = raw.strip().strip('"')
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        out.setdefault(name.strip(), []).append((labels, number))
+    return out
+
+
+def _split_labels(text: str) -> Iterable[str]:
+    """``a="x",b="y,z"`` -> ``a="x"``, ``b="y,z"`` (commas inside quotes kept)."""
+    part, quoted = "", False
+    for ch in text:
+        if ch == '"':
+            quoted = not quoted
+        if ch == "," and not quoted:
+            if part:
+                yield part
+            part = ""
+        else:
+            part += ch
+    if part:
+        yield part
+
+
+def total(samples: Samples, metric: str, **labels: str) -> float | None:
+    """The sum of ``metric``'s samples whose labels include ``labels``; None if absent."""
+    values = [
+        v
+        for have, v in samples.get(metric, [])
+        if all(have.get(k) == want for k, want in labels.items())
+    ]
+    return sum(values) if values else None
+
+
+def buckets(samples: Samples, histogram: str) -> dict[float, float]:
+    """A histogram's cumulative counts by upper bound (``le``; +Inf as math.inf)."""
+    out: dict[float, float] = {}
+    for labels, value in samples.get(f"{histogram}_bucket", []):
+        bound = math.inf if labels.get("le") == "+Inf" else float(labels["le"])
+        out[bound] = out.get(bound, 0.0) + value
+    return out
+
+
+def longest_observation(before: Mapping[float, float], after: Mapping[float, float]) -> float:
+    """The upper bound of the highest bucket that gained an observation between two
+    scrapes of a histogram (math.inf: above its last bound; 0.0: none)."""
+    gained = {b: after.get(b, 0.0) - before.get(b, 0.0) for b in after}
+    everything = gained.get(math.inf, 0.0)
+    if everything <= 0:
+        return 0.0
+    return min(b for b, n in gained.items() if n >= everything)
+
+
+def operator_synced(samples: Samples, jobs: int) -> bool:
+    """The operator has been handed every job of the level and its queue is empty."""
+    tracked = total(samples, "paralleljob_controller_jobs") or 0
+    syncs = total(samples, "paralleljob_controller_job_syncs_total") or 0
+    pending = total(samples, "paralleljob_controller_jobs_pending_sync")
+    return tracked >= jobs and syncs >= jobs and pending == 0
+
+
+def kcm_synced(samples: Samples, jobs: int) -> bool:
+    """kube-controller-manager's job controller has queued every job and emptied its queue."""
+    adds = total(samples, "workqueue_adds_total", name="job") or 0
+    depth = total(samples, "workqueue_depth", name="job")
+    return adds >= jobs and depth == 0
+
+
+def success_to_status(seen: Observer) -> list[float]:
+    """Per job: its status first counting a succeeded pod - its first pod seen Succeeded
+    (seconds)."""
+    first_success: dict[str, float] = {}
+    for pod in seen.pods.values():
+        if pod.owner and pod.succeeded is not None:
+            first_success[pod.owner] = min(
+                first_success.get(pod.owner, pod.succeeded), pod.succeeded
+            )
+    return [
+        record.succeeded - first_success[uid]
+        for uid, record in seen.jobs.items()
+        if record.succeeded is not None and uid in first_success
+    ]
+
+
+def live_objects(level: int, pods: int) -> int:
+    """Jobs and their pods at a level: what a controller's caches hold."""
+    return level * (1 + pods)
+
+
+# ---------------------------------------------------------------- scraping
+
+
+class Scraper:
+    """The controllers' /metrics: the acting operator's through the API server's pod
+    proxy, kube-controller-manager's on its secure port as the bench's admin user."""
+
+    def __init__(self, bench: Bench, credentials: Credentials) -> None:
+        self.bench = bench
+        self.credentials = credentials
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> Scraper:
+        context = self.credentials.ssl_context()
+        # Its serving certificate is self-signed (hack/cluster-up.sh gives it none).
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def operator(self) -> Samples:
+        pod = self.bench.operator_pod
+        port = OPERATOR_METRICS_PORT
+        path = f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{pod}:{port}/proxy/metrics"
+        return parse_metrics(await self.bench.kube.get_text(path))
+
+    async def kcm(self) -> Samples:
+        assert self._session is not None
+        timeout = aiohttp.ClientTimeout(total=30)
+        async with self._session.get(KCM_METRICS, timeout=timeout) as resp:
+            text = await resp.text()
+            if resp.status >= 400:
+                raise ApiError(resp.status, "GET", KCM_METRICS, text)
+            return parse_metrics(text)
+
+    async def loop_lag(self, arm: Arm) -> dict[float, float] | None:
+        """The operator's loop-lag histogram now (None for the built-in: no such metric)."""
+        if CONTROLLER[arm] != "operator":
+            return None
+        return buckets(await self.operator(), LOOP_LAG)
+
+    async def synced(self, arm: Arm, jobs: int) -> bool:
+        try:
+            if CONTROLLER[arm] == "operator":
+                return operator_synced(await self.operator(), jobs)
+            return kcm_synced(await self.kcm(), jobs)
+        except (ApiError, aiohttp.ClientError, TimeoutError):
+            return False  # not answering yet
+
+
+# ---------------------------------------------------------------- rounds
+
+
+def probe(count: int, rate: float) -> Body:
+    """Scenario 3's reaction round at a level (``count`` one-pod jobs at ``rate``), plus
+    each job's success-to-status latency."""
+    inner = reaction(count, rate)
+
+    async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
+        outcome = await inner(bench, arm, ns, seen)
+        latency = success_to_status(seen)
+        if latency:
+            outcome.metrics["success_to_status_p50_ms"] = percentile(latency, 50) * 1000
+        outcome.series["success_to_status"] = latency
+        return outcome
+
+    return body
+
+
+def _usage_now(bench: Bench) -> dict[str, procstat.Usage]:
+    return {name: procstat.read_usage(find()) for name, find in bench.finders().items()}
+
+
+async def scale_curve(
+    bench: Bench, arm: Arm, sizes: Sizes, scraper: Scraper, *, restart: bool
+) -> list[Round]:
+    """Scenario 8 for one arm: a round per level (the probes, with the level's figures
+    added), then the restart at the top level reached."""
+    pods = sizes.curve_pods
+    out: list[Round] = []
+    async with bench.namespace(f"s8-bg-{arm.slug}") as ns:
+        async with Observer(bench.kube, pods_path(ns), jobs_path(arm, ns)) as seen:
+            reporter = asyncio.create_task(_report(bench, arm, seen, pods))
+            have = 0
+            try:
+                for level in sizes.curve_levels:
+                    try:
+                        out.append(await _level(bench, arm, sizes, scraper, ns, seen, have, level))
+                    except (RoundFailed, ApiError) as exc:
+                        bench.log(f"s8 {arm.label} level {level}: FAILED: {exc}")
+                        out.append(Round(f"s8-{level}", arm, 1, error=str(exc)))
+                        break
+                    have = level
+                if restart and have:
+                    out.append(await _restart(bench, arm, scraper, have))
+            finally:
+                reporter.cancel()
+        bench.log(f"s8 {arm.label}: deleting the background ({have} jobs)")
+    return out
+
+
+async def _report(bench: Bench, arm: Arm, seen: Observer, pods: int) -> None:
+    while True:
+        await asyncio.sleep(bench.progress_every)
+        bench.log(
+            f"  s8 {arm.label} background: {len(seen.jobs)} jobs, {seen.running} pods running, "
+            f"{seen.all_ready} jobs with all {pods} pods ready"
+        )
+
+
+async def _level(
+    bench: Bench,
+    arm: Arm,
+    sizes: Sizes,
+    scraper: Scraper,
+    ns: str,
+    seen: Observer,
+    have: int,
+    level: int,
+) -> Round:
+    pods = sizes.curve_pods
+    bench.log(f"s8 {arm.label}: growing the background from {have} to {level} jobs x {pods} pods")
+    lag_before = await scraper.loop_lag(arm)
+    started = time.monotonic()
+    async with procstat.Sampler(bench.finders()) as grow:
+        await create_jobs(
+            bench,
+            arm,
+            ns,
+            level - have,
+            completions=pods,
+            parallelism=pods,
+            duration=LONG,
+            first=have,
+        )
+        created = time.monotonic() - started
+        await seen.wait_for(
+            lambda: seen.running >= level * pods,
+            timeout=deadline_for(level * pods) * 2,
+            what=f"{level * pods} background pods running",
+        )
+        running = time.monotonic() - started
+        await seen.wait_for(
+            lambda: seen.all_ready >= level,
+            timeout=deadline_for(level * pods) * 2,
+            what=f"{level} background jobs reporting all their pods ready",
+        )
+    steady_s = time.monotonic() - started
+    bench.log(f"s8 {arm.label}: {level} jobs steady after {steady_s:.0f}s")
+    steady = _usage_now(bench)
+    result = await bench.run_round(
+        f"s8-{level}", arm, 1, probe(sizes.curve_probes, sizes.curve_probe_rate)
+    )
+    lag_after = await scraper.loop_lag(arm)
+    grown = grow.summary()
+    figures: dict[str, float] = {
+        "level_jobs": level,
+        "live_objects": live_objects(level, pods),
+        "created_s": created,
+        "running_s": running,
+        "steady_s": steady_s,
+    }
+    for key, name in {"controller": CONTROLLER[arm], **SHARED}.items():
+        if name in steady and steady[name].rss_bytes:
+            figures[f"{key}_rss_mb"] = steady[name].rss_bytes / 2**20
+        if name in grown:
+            figures[f"{key}_grow_cpu_s"] = grown[name]["cpu_seconds"]
+            figures[f"{key}_grow_peak_rss_mb"] = grown[name]["peak_rss_mb"]
+    if lag_before is not None and lag_after is not None:
+        figures["loop_pause_max_ms"] = longest_observation(lag_before, lag_after) * 1000
+    result.metrics = {**figures, **result.metrics}
+    return result
+
+
+class PeakRss:
+    """``async with PeakRss(find) as peak:`` the largest RSS of ``find()``'s processes,
+    sampled every procstat interval (found again each time: a restarted process)."""
+
+    def __init__(self, find: Callable[[], list[int]]) -> None:
+        self.find = find
+        self.peak = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> PeakRss:
+        self._task = asyncio.create_task(self._loop())
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._task is not None
+        self._task.cancel()
+        await asyncio.gather(self._task, return_exceptions=True)
+        self.sample()
+
+    def sample(self) -> None:
+        self.peak = max(self.peak, procstat.read_usage(self.find()).rss_bytes)
+
+    async def _loop(self) -> None:
+        while True:
+            self.sample()
+            await asyncio.sleep(procstat.Sampler.INTERVAL)
+
+
+async def _restart(bench: Bench, arm: Arm, scraper: Scraper, level: int) -> Round:
+    """SIGKILL the controller at ``level`` jobs: until its successor leads, creates a new
+    job's first pod, and has synced every job; its peak RSS meanwhile."""
+    result = Round("s8-restart", arm, 1)
+    name = CONTROLLER[arm]
+    started = time.monotonic()
+    bench.log(f"s8 {arm.label}: restart at {level} jobs: SIGKILL {name}")
+    steady = procstat.read_usage(bench.finders()[name]()).rss_bytes
+    async with bench.namespace(f"s8-restart-{arm.slug}") as ns:
+        try:
+            async with Observer(bench.kube, pods_path(ns), jobs_path(arm, ns)) as seen:
+                if name == "operator":
+                    figures = await _restart_operator(bench, arm, scraper, level, ns, seen)
+                else:
+                    figures = await _restart_kcm(bench, arm, scraper, level, ns, seen)
+            figures["level_jobs"] = level
+            figures["steady_rss_mb"] = steady / 2**20
+            if steady:
+                figures["relist_rss_ratio"] = figures["relist_peak_rss_mb"] * 2**20 / steady
+            result.metrics = figures
+        except (RoundFailed, ApiError, subprocess.CalledProcessError) as exc:
+            result.error = str(exc)
+            bench.log(f"s8 {arm.label} restart: FAILED: {exc}")
+    result.seconds = time.monotonic() - started
+    bench.log(f"s8 {arm.label} restart: {result.metrics}")
+    return result
+
+
+async def _first_pod(seen: Observer) -> float:
+    await seen.wait_for(lambda: seen.pods, timeout=RESYNC_TIMEOUT, what="the new job's first pod")
+    return min(p.added for p in seen.pods.values())
+
+
+async def _until_synced(scraper: Scraper, arm: Arm, level: int) -> float:
+    await poll(
+        lambda: scraper.synced(arm, level), timeout=RESYNC_TIMEOUT, what=f"{level} jobs synced"
+    )
+    return time.monotonic()
+
+
+async def _restart_operator(
+    bench: Bench, arm: Arm, scraper: Scraper, level: int, ns: str, seen: Observer
+) -> dict[str, float]:
+    old = bench.operator_container
+    pids = procstat.container_pids(old)
+    if not pids:
+        raise RoundFailed(f"no process of the leader's container {old[:12]}")
+    killed_at = datetime.now(UTC)
+    t0 = time.monotonic()
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    await bench.kube.create(jobs_path(arm, ns), job(arm, "probe", completions=1, parallelism=1))
+    first_pod = asyncio.create_task(_first_pod(seen))
+
+    async def renewed() -> bool:
+        lease = await bench.kube.get(
+            f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{OPERATOR_LEASE}"
+        )
+        stamp = str((lease.get("spec") or {}).get("renewTime") or "")
+        return bool(stamp) and datetime.fromisoformat(stamp) > killed_at
+
+    # The new leader: the first to renew the Lease after the kill (the killed one cannot).
+    await poll(renewed, timeout=300, what="a new leader renewing the Lease")
+    leader = time.monotonic()
+
+    async def found() -> bool:
+        with contextlib.suppress(RuntimeError):
+            await bench.refresh_operator()
+        return bool(bench.operator_container) and bench.operator_container != old
+
+    await poll(found, timeout=120, what="the new leader's container")
+    async with PeakRss(lambda: procstat.container_pids(bench.operator_container)) as peak:
+        synced = await _until_synced(scraper, arm, level)
+        first = await first_pod
+    return _restart_figures(t0, leader, first, synced, peak.peak)
+
+
+def _restart_figures(
+    t0: float, leader: float, first: float, synced: float, peak: int
+) -> dict[str, float]:
+    return {
+        "leader_after_kill_s": leader - t0,
+        "first_pod_after_kill_s": first - t0,
+        "first_pod_after_leader_s": first - leader,
+        "synced_after_kill_s": synced - t0,
+        "synced_after_leader_s": synced - leader,
+        "relist_peak_rss_mb": peak / 2**20,
+    }
+
+
+async def _restart_kcm(
+    bench: Bench, arm: Arm, scraper: Scraper, level: int, ns: str, seen: Observer
+) -> dict[str, float]:
+    pid_file = CLUSTER_DIR / "pids" / "kube-controller-manager.pid"
+    old = procstat.pid_file_pids(pid_file)
+    t0 = time.monotonic()
+    restart = asyncio.create_task(
+        asyncio.to_thread(
+            subprocess.run,
+            [str(REPO_ROOT / "hack" / "cluster-restart.sh"), "kube-controller-manager", "--kill"],
+            stdout=sys.stderr,
+            check=True,
+            timeout=300,
+        )
+    )
+    await bench.kube.create(jobs_path(arm, ns), job(arm, "probe", completions=1, parallelism=1))
+    first_pod = asyncio.create_task(_first_pod(seen))
+
+    async def started() -> bool:
+        if restart.done():
+            restart.result()  # raises if the script failed
+        now = procstat.pid_file_pids(pid_file)
+        return bool(now) and now != old
+
+    # The "leader" here is the new process: kube-controller-manager runs alone, unelected.
+    await poll(started, timeout=300, what="kube-controller-manager started again")
+    leader = time.monotonic()
+    async with PeakRss(lambda: procstat.pid_file_pids(pid_file)) as peak:
+        synced = await _until_synced(scraper, arm, level)
+        first = await first_pod
+    await restart
+    return _restart_figures(t0, leader, first, synced, peak.peak)

@@ -1,0 +1,134 @@
+"""Scenario 8's pure parts: the controllers' metrics text, the longest loop pause from a
+histogram's buckets, the "every job synced" criteria, success-to-status, its tables."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from bench import curve, report
+from bench.__main__ import Run, parse_args
+from bench.observer import Observer
+from bench.runner import Round
+from bench.scenarios import QUICK
+from bench.workloads import Arm
+
+OPERATOR_TEXT = """\
+# HELP paralleljob_controller_jobs ParallelJobs the operator runs a sync loop for
+# TYPE paralleljob_controller_jobs gauge
+paralleljob_controller_jobs 1000.0
+paralleljob_controller_jobs_pending_sync 0.0
+paralleljob_controller_job_syncs_total{action="reconciling",result="success"} 900.0
+paralleljob_controller_job_syncs_total{action="pods_created",result="success"} 150.0
+paralleljob_controller_event_loop_lag_seconds_bucket{le="0.001"} 10.0
+paralleljob_controller_event_loop_lag_seconds_bucket{le="0.01"} 12.0
+paralleljob_controller_event_loop_lag_seconds_bucket{le="0.1"} 14.0
+paralleljob_controller_event_loop_lag_seconds_bucket{le="+Inf"} 14.0
+"""
+
+
+def test_metrics_text_sums_the_samples_whose_labels_match() -> None:
+    samples = curve.parse_metrics(OPERATOR_TEXT)
+    assert curve.total(samples, "paralleljob_controller_jobs") == 1000
+    assert curve.total(samples, "paralleljob_controller_job_syncs_total") == 1050
+    assert (
+        curve.total(samples, "paralleljob_controller_job_syncs_total", action="pods_created") == 150
+    )
+    assert curve.total(samples, "absent") is None
+    text = 'workqueue_depth{name="job",note="a,b"} 3\nworkqueue_depth{name="other"} 7\n'
+    kcm = curve.parse_metrics(text)
+    assert curve.total(kcm, "workqueue_depth", name="job") == 3
+    assert kcm["workqueue_depth"][0][0]["note"] == "a,b"
+
+
+def test_longest_pause_is_the_highest_bucket_that_gained_an_observation() -> None:
+    after = curve.buckets(curve.parse_metrics(OPERATOR_TEXT), curve.LOOP_LAG)
+    assert after == {0.001: 10, 0.01: 12, 0.1: 14, math.inf: 14}
+    assert curve.longest_observation({}, after) == 0.1
+    before = {0.001: 10, 0.01: 12, 0.1: 13, math.inf: 13}
+    assert curve.longest_observation(before, after) == 0.1
+    before = {0.001: 10, 0.01: 11, 0.1: 13, math.inf: 13}
+    assert curve.longest_observation(before, after) == 0.01
+    before = {0.001: 9, 0.01: 11, 0.1: 13, math.inf: 13}
+    assert curve.longest_observation(before, after) == 0.001
+    assert curve.longest_observation(after, after) == 0.0
+    assert curve.longest_observation(after, {**after, math.inf: 15}) == math.inf
+
+
+def test_synced_once_every_job_was_handed_to_a_sync_and_the_queue_is_empty() -> None:
+    samples = curve.parse_metrics(OPERATOR_TEXT)
+    assert curve.operator_synced(samples, 1000)
+    assert not curve.operator_synced(samples, 1001)
+    busy = curve.parse_metrics(OPERATOR_TEXT.replace("pending_sync 0.0", "pending_sync 3.0"))
+    assert not curve.operator_synced(busy, 1000)
+    kcm = curve.parse_metrics(
+        'workqueue_adds_total{name="job"} 1002\nworkqueue_depth{name="job"} 0\n'
+    )
+    assert curve.kcm_synced(kcm, 1000)
+    assert not curve.kcm_synced(kcm, 2000)
+    queued = curve.parse_metrics(
+        'workqueue_adds_total{name="job"} 1002\nworkqueue_depth{name="job"} 5\n'
+    )
+    assert not curve.kcm_synced(queued, 1000)
+    assert not curve.kcm_synced({}, 1)
+
+
+def _job(uid: str, *, ready: int = 0, succeeded: int = 0, parallelism: int = 5) -> dict[str, Any]:
+    return {
+        "metadata": {"uid": uid, "name": uid},
+        "spec": {"parallelism": parallelism},
+        "status": {"ready": ready, "succeeded": succeeded},
+    }
+
+
+def _pod(uid: str, owner: str, phase: str) -> dict[str, Any]:
+    refs = [{"uid": owner, "controller": True}]
+    return {"metadata": {"uid": uid, "ownerReferences": refs}, "status": {"phase": phase}}
+
+
+def test_a_job_is_steady_once_its_status_shows_every_pod_ready() -> None:
+    seen = Observer(None, "/pods", "/jobs")  # type: ignore[arg-type]
+    seen._on_job(_job("a", ready=1), 1.0)
+    assert (seen.ready, seen.all_ready) == (1, 0)
+    seen._on_job(_job("a", ready=5), 2.0)
+    seen._on_job(_job("a", ready=5), 3.0)
+    assert (seen.ready, seen.all_ready) == (1, 1)
+    assert seen.jobs["a"].all_ready == 2.0
+
+
+def test_success_to_status_is_the_jobs_first_succeeded_count_after_its_pod() -> None:
+    seen = Observer(None, "/pods", "/jobs")  # type: ignore[arg-type]
+    seen._on_job(_job("a", parallelism=1), 1.0)
+    seen._on_job(_job("b", parallelism=1), 1.0)
+    seen._on_pod(_pod("p", "a", "Running"), 1.1)
+    seen._on_pod(_pod("p", "a", "Succeeded"), 2.0)
+    seen._on_job(_job("a", succeeded=1, parallelism=1), 2.25)
+    seen._on_pod(_pod("q", "b", "Succeeded"), 3.0)  # its status not yet written
+    assert curve.success_to_status(seen) == [0.25]
+
+
+def test_s8_levels_option_picks_the_levels() -> None:
+    args = parse_args(["--scenarios", "s8", "--s8-levels", "5000,1000"])
+    run = Run(args)
+    assert run.sizes.curve_levels == (1000, 5000)
+    assert run.curve_arms == [Arm.OPERATOR, Arm.BUILTIN]
+    assert Run(parse_args(["--quick"])).sizes.curve_levels == QUICK.curve_levels
+
+
+def test_curve_tables_have_a_row_per_level_and_arm_and_the_restart() -> None:
+    level = Round(
+        "s8-100", Arm.OPERATOR, 1, metrics={"live_objects": 600, "first_pod_p50_ms": 12.0}
+    )
+    level.usage = {"operator": {"cpu_seconds": 1.5, "peak_rss_mb": 80.0}}
+    builtin = Round("s8-100", Arm.BUILTIN, 1, metrics={"live_objects": 600})
+    restart = Round(
+        "s8-restart", Arm.OPERATOR, 1, metrics={"level_jobs": 100, "leader_after_kill_s": 9.5}
+    )
+    lines = report.curve_tables([level, builtin, restart], QUICK)
+    rows = [line for line in lines if line.startswith("| 100 |")]
+    assert rows[0].startswith("| 100 | built-in Job | 600 |")
+    assert rows[1].startswith("| 100 | ParallelJob | 600 |")
+    assert "| 1.50 |" in rows[1] and "| 12.0 |" in rows[1]
+    assert "n/a" in rows[0]
+    assert any(line.startswith("| ParallelJob | 100 | 9.50 |") for line in lines)
+    assert report.curve_tables([], QUICK) == []
