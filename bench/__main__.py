@@ -9,7 +9,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import date
 from pathlib import Path
@@ -159,7 +159,10 @@ class Plan:
         operator: Operator,
         arms: frozenset[Arm],
         curve_arms: Sequence[Arm] = (Arm.OPERATOR, Arm.BUILTIN),
+        record: Callable[[str, Round], None] = lambda setting, r: None,
     ) -> None:
+        #: Takes each round of scenario 8 as it ends: (setting name, round).
+        self.record = record
         self.bench = bench
         self.sizes = sizes
         self.operator = operator
@@ -217,15 +220,22 @@ class Plan:
 
     async def _scale_curve(self, setting: Setting) -> list[Round]:
         """Scenario 8, in the defaults only (a scale curve, not a budget comparison): each
-        arm's levels, then its restart at the top level."""
+        arm's levels, then its restart at the top level; its rounds go to ``record`` as
+        each ends (the scenario takes hours: the results are written after each)."""
         if setting.name != DEFAULTS.name:
             return []
-        out = []
         async with curve.Scraper(self.bench, self.bench.kube.credentials) as scraper:
             for arm in self.curve_arms:
                 await self.operator.ensure(setting)
-                out += await curve.scale_curve(self.bench, arm, self.sizes, scraper, restart=True)
-        return out
+                await curve.scale_curve(
+                    self.bench,
+                    arm,
+                    self.sizes,
+                    scraper,
+                    lambda r: self.record(setting.name, r),
+                    restart=True,
+                )
+        return []  # each round went to record as it ended
 
     async def _under_load(self, setting: Setting) -> list[Round]:
         """Scenario 5: 1 and 3 under the operator's background load (both arms), then
@@ -294,7 +304,7 @@ class Run:
     async def execute(self, bench: Bench) -> None:
         operator = Operator(bench)
         self.deployed = operator.deployed
-        plan = Plan(bench, self.sizes, operator, self.arms, self.curve_arms)
+        plan = Plan(bench, self.sizes, operator, self.arms, self.curve_arms, self.record)
         await remove_leftovers(bench)
         for scenario, setting in self.order():
             self.rounds[setting.name] += await plan.run(scenario, setting)
@@ -302,6 +312,12 @@ class Run:
                 self.write(show=False)
         await bench.wait_deletions()
         bench.count_late_events(r for rs in self.rounds.values() for r in rs)
+
+    def record(self, setting: str, r: Round) -> None:
+        """A round that ended inside a long scenario: kept, and the results written."""
+        self.rounds[setting].append(r)
+        if not self.quick:
+            self.write(show=False)
 
     def metadata(self) -> dict[str, Any]:
         return {

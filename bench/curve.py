@@ -251,31 +251,39 @@ def _usage_now(bench: Bench) -> dict[str, procstat.Usage]:
 
 
 async def scale_curve(
-    bench: Bench, arm: Arm, sizes: Sizes, scraper: Scraper, *, restart: bool
-) -> list[Round]:
+    bench: Bench,
+    arm: Arm,
+    sizes: Sizes,
+    scraper: Scraper,
+    record: Callable[[Round], None],
+    *,
+    restart: bool,
+) -> None:
     """Scenario 8 for one arm: a round per level (the probes, with the level's figures
-    added), then the restart at the top level reached."""
+    added), then the restart at the top level reached; each given to ``record`` as it
+    ends (a checkpoint: these runs take hours)."""
     pods = sizes.curve_pods
-    out: list[Round] = []
-    async with bench.namespace(f"s8-bg-{arm.slug}") as ns:
+    # The namespace controller and the controllers' finalizer removal (the built-in's
+    # at its client's QPS 20) take their time over tens of thousands of pods.
+    top = max(sizes.curve_levels) * pods
+    async with bench.namespace(f"s8-bg-{arm.slug}", deletion_timeout=900 + top / 5) as ns:
         async with Observer(bench.kube, pods_path(ns), jobs_path(arm, ns)) as seen:
             reporter = asyncio.create_task(_report(bench, arm, seen, pods))
             have = 0
             try:
                 for level in sizes.curve_levels:
                     try:
-                        out.append(await _level(bench, arm, sizes, scraper, ns, seen, have, level))
+                        record(await _level(bench, arm, sizes, scraper, ns, seen, have, level))
                     except (RoundFailed, ApiError) as exc:
                         bench.log(f"s8 {arm.label} level {level}: FAILED: {exc}")
-                        out.append(Round(f"s8-{level}", arm, 1, error=str(exc)))
+                        record(Round(f"s8-{level}", arm, 1, error=str(exc)))
                         break
                     have = level
                 if restart and have:
-                    out.append(await _restart(bench, arm, scraper, have))
+                    record(await _restart(bench, arm, scraper, have))
             finally:
                 reporter.cancel()
         bench.log(f"s8 {arm.label}: deleting the background ({have} jobs)")
-    return out
 
 
 async def _report(bench: Bench, arm: Arm, seen: Observer, pods: int) -> None:
@@ -390,6 +398,8 @@ async def _restart(bench: Bench, arm: Arm, scraper: Scraper, level: int) -> Roun
     async with bench.namespace(f"s8-restart-{arm.slug}") as ns:
         try:
             async with Observer(bench.kube, pods_path(ns), jobs_path(arm, ns)) as seen:
+                # Its metrics must answer before the kill, or "synced" would never be seen.
+                await (scraper.operator() if name == "operator" else scraper.kcm())
                 if name == "operator":
                     figures = await _restart_operator(bench, arm, scraper, level, ns, seen)
                 else:
@@ -399,7 +409,7 @@ async def _restart(bench: Bench, arm: Arm, scraper: Scraper, level: int) -> Roun
             if steady:
                 figures["relist_rss_ratio"] = figures["relist_peak_rss_mb"] * 2**20 / steady
             result.metrics = figures
-        except (RoundFailed, ApiError, subprocess.CalledProcessError) as exc:
+        except (RoundFailed, ApiError, aiohttp.ClientError, subprocess.CalledProcessError) as exc:
             result.error = str(exc)
             bench.log(f"s8 {arm.label} restart: FAILED: {exc}")
     result.seconds = time.monotonic() - started
@@ -442,18 +452,20 @@ async def _restart_operator(
         return bool(stamp) and datetime.fromisoformat(stamp) > killed_at
 
     # The new leader: the first to renew the Lease after the kill (the killed one cannot).
-    await poll(renewed, timeout=300, what="a new leader renewing the Lease")
-    leader = time.monotonic()
-
     async def found() -> bool:
         with contextlib.suppress(RuntimeError):
             await bench.refresh_operator()
         return bool(bench.operator_container) and bench.operator_container != old
 
-    await poll(found, timeout=120, what="the new leader's container")
-    async with PeakRss(lambda: procstat.container_pids(bench.operator_container)) as peak:
-        synced = await _until_synced(scraper, arm, level)
-        first = await first_pod
+    try:
+        await poll(renewed, timeout=300, what="a new leader renewing the Lease")
+        leader = time.monotonic()
+        await poll(found, timeout=120, what="the new leader's container")
+        async with PeakRss(lambda: procstat.container_pids(bench.operator_container)) as peak:
+            synced = await _until_synced(scraper, arm, level)
+            first = await first_pod
+    finally:
+        first_pod.cancel()
     return _restart_figures(t0, leader, first, synced, peak.peak)
 
 
@@ -494,11 +506,14 @@ async def _restart_kcm(
         now = procstat.pid_file_pids(pid_file)
         return bool(now) and now != old
 
-    # The "leader" here is the new process: kube-controller-manager runs alone, unelected.
-    await poll(started, timeout=300, what="kube-controller-manager started again")
-    leader = time.monotonic()
-    async with PeakRss(lambda: procstat.pid_file_pids(pid_file)) as peak:
-        synced = await _until_synced(scraper, arm, level)
-        first = await first_pod
-    await restart
+    try:
+        # The "leader" here is the new process: kube-controller-manager runs unelected.
+        await poll(started, timeout=300, what="kube-controller-manager started again")
+        leader = time.monotonic()
+        async with PeakRss(lambda: procstat.pid_file_pids(pid_file)) as peak:
+            synced = await _until_synced(scraper, arm, level)
+            first = await first_pod
+        await restart
+    finally:
+        first_pod.cancel()
     return _restart_figures(t0, leader, first, synced, peak.peak)

@@ -177,8 +177,9 @@ class Bench:
     # ---------------------------------------------------------------- namespaces
 
     @asynccontextmanager
-    async def namespace(self, purpose: str) -> AsyncIterator[str]:
-        """A fresh namespace, deleted afterwards; the block ends once it is gone."""
+    async def namespace(self, purpose: str, *, deletion_timeout: float = 900) -> AsyncIterator[str]:
+        """A fresh namespace, deleted afterwards; the block ends once it is gone (within
+        ``deletion_timeout``)."""
         name = f"pj-bench-{purpose}-{secrets.token_hex(3)}"
         await self.kube.create(
             "/api/v1/namespaces",
@@ -197,12 +198,12 @@ class Bench:
                 await self._start_deletion(name)
                 self._deleting.append(name)
             else:
-                await self.delete_namespace(name)
+                await self.delete_namespace(name, timeout=deletion_timeout)
 
-    async def delete_namespace(self, name: str) -> None:
+    async def delete_namespace(self, name: str, *, timeout: float = 900) -> None:
         started = time.monotonic()
         await self._start_deletion(name)
-        await self._wait_gone(name)
+        await self._wait_gone(name, timeout=timeout)
         self.log(f"  namespace {name} deleted in {time.monotonic() - started:.1f}s")
 
     def count_late_events(self, rounds: Iterable[Round]) -> None:
@@ -224,10 +225,10 @@ class Bench:
             if exc.status != 404:
                 raise
 
-    async def _wait_gone(self, name: str) -> None:
+    async def _wait_gone(self, name: str, *, timeout: float = 900) -> None:
         await poll(
             lambda: self._gone(f"/api/v1/namespaces/{name}"),
-            timeout=900,
+            timeout=timeout,
             what=f"namespace {name} to be deleted",
         )
 
