@@ -534,6 +534,78 @@ def _idle_targets(
     ]
 
 
+def _curve_targets(
+    summaries: dict[str, Summary], rounds: dict[str, list[Round]], sizes: Sizes
+) -> list[Verdict]:
+    """Issue 23's targets, at the top level each arm reached (the issue's: 10,000)."""
+    out: list[Verdict] = []
+    for setting, rs in rounds.items():
+        levels = [r for r in rs if r.error is None and _curve_level(r)]
+        mine = [r for r in levels if r.arm is Arm.OPERATOR]
+        if not mine:
+            continue
+        top = max(mine, key=_curve_level)
+        at = f"at {_curve_level(top):,} jobs"
+        values = round_values(top)
+        builtin = [r for r in levels if r.arm is Arm.BUILTIN and r.scenario == top.scenario]
+        kcm = builtin[0].metrics.get("controller_rss_mb") if builtin else None
+        out.append(
+            _compare(
+                f"S8 operator RSS ≤ kube-controller-manager's, {at}",
+                setting,
+                values.get("controller_rss_mb"),
+                kcm,
+                at_most=True,
+                show=lambda o, b: f"{o:.0f} vs {b:.0f} MiB",
+            )
+        )
+        pauses = [r.metrics["loop_pause_max_ms"] for r in mine if "loop_pause_max_ms" in r.metrics]
+        out.append(
+            _compare(
+                "S8 no event-loop pause over 100 ms at any level",
+                setting,
+                max(pauses) if pauses else None,
+                100.0,
+                at_most=True,
+                show=lambda o, b: f"longest ≤ {o:.0f} ms (bucket bound)",
+            )
+        )
+        for metric, bound, label in [
+            ("first_pod_p50_ms", 50.0, "first pod p50 < 50 ms"),
+            ("first_pod_p99_ms", 250.0, "first pod p99 < 250 ms"),
+            ("success_to_status_p50_ms", 1500.0, "success → status p50 < 1.5 s"),
+        ]:
+            out.append(
+                _compare(
+                    f"S8 {label}, {at}",
+                    setting,
+                    values.get(metric),
+                    bound,
+                    at_most=True,
+                    show=lambda o, b: f"{o:.0f} ms",
+                )
+            )
+        restart = [r for r in rs if r.scenario == "s8-restart" and r.arm is Arm.OPERATOR]
+        figures = restart[0].metrics if restart and restart[0].error is None else {}
+        at = f"at {figures.get('level_jobs', 0):,.0f} jobs"
+        for metric, bound, label in [
+            ("first_pod_after_leader_s", 15.0, "a new job's first pod ≤ 15 s after the new leader"),
+            ("synced_after_leader_s", 60.0, "every job synced ≤ 60 s after the new leader"),
+            ("relist_rss_ratio", 1.5, "peak RSS relisting < 1.5x steady"),
+        ]:
+            out.append(
+                _compare(
+                    f"S8 restart: {label}, {at}",
+                    setting,
+                    figures.get(metric),
+                    bound,
+                    at_most=True,
+                    show=lambda o, b: f"{o:.2f}",
+                )
+            )
+    return out
+
+
 CHECKS: list[Check] = [
     _throughput_targets,
     _reaction_targets,
@@ -541,6 +613,7 @@ CHECKS: list[Check] = [
     _calls_targets,
     _scale_targets,
     _idle_targets,
+    _curve_targets,
 ]
 
 

@@ -132,3 +132,25 @@ def test_curve_tables_have_a_row_per_level_and_arm_and_the_restart() -> None:
     assert "n/a" in rows[0]
     assert any(line.startswith("| ParallelJob | 100 | 9.50 |") for line in lines)
     assert report.curve_tables([], QUICK) == []
+
+
+def test_curve_targets_take_the_top_level_and_the_restart() -> None:
+    def level(n: int, arm: Arm, **metrics: float) -> Round:
+        return Round(f"s8-{n}", arm, 1, metrics=dict(metrics))
+
+    rounds = {
+        "defaults": [
+            level(100, Arm.OPERATOR, controller_rss_mb=90.0, loop_pause_max_ms=250.0),
+            level(1000, Arm.OPERATOR, controller_rss_mb=120.0, loop_pause_max_ms=50.0),
+            level(1000, Arm.BUILTIN, controller_rss_mb=200.0),
+            Round(
+                "s8-restart", Arm.OPERATOR, 1, metrics={"level_jobs": 1000, "relist_rss_ratio": 2.0}
+            ),
+        ]
+    }
+    summaries = {k: report.summarize(v) for k, v in rounds.items()}
+    found = {v.target: v for v in report.verdicts(summaries, rounds, QUICK)}
+    assert found["S8 operator RSS ≤ kube-controller-manager's, at 1,000 jobs"].met is True
+    assert found["S8 no event-loop pause over 100 ms at any level"].met is False
+    assert found["S8 first pod p50 < 50 ms, at 1,000 jobs"].met is None
+    assert found["S8 restart: peak RSS relisting < 1.5x steady, at 1,000 jobs"].met is False
