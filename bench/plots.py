@@ -142,6 +142,7 @@ def curve_rss(rounds: dict[str, list[Round]], path: Path) -> None:
                     xs,
                     ys,
                     linestyle=style,
+                    marker="x",
                     color=COLOURS[arm],
                     alpha=0.6,
                     label=f"{key} ({arm.label})",
