@@ -29,6 +29,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from bench.scale.objects import api_defaults
 from paralleljob.config import ControllerConfig
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import parse_pod
@@ -321,58 +322,8 @@ def pod_body(job: JsonDict, k: int) -> JsonDict:
     sent = ("annotations", "finalizers", "generateName", "labels", "ownerReferences")
     created = {"f:metadata": _fields({k: meta[k] for k in sent}), "f:spec": _fields(spec)}
     # What the pod API's defaults and admission add (the creator owns none of it): the
-    # service account's token volume, the default tolerations, the node.
-    token = f"kube-api-access-{k:05x}"
-    for container in spec["containers"]:
-        container.setdefault("volumeMounts", []).append(
-            {
-                "name": token,
-                "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount",
-                "readOnly": True,
-            }
-        )
-    spec.setdefault("volumes", []).append(
-        {
-            "name": token,
-            "projected": {
-                "defaultMode": 420,
-                "sources": [
-                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
-                    {
-                        "configMap": {
-                            "name": "kube-root-ca.crt",
-                            "items": [{"key": "ca.crt", "path": "ca.crt"}],
-                        }
-                    },
-                    {
-                        "downwardAPI": {
-                            "items": [
-                                {
-                                    "path": "namespace",
-                                    "fieldRef": {
-                                        "apiVersion": "v1",
-                                        "fieldPath": "metadata.namespace",
-                                    },
-                                }
-                            ]
-                        }
-                    },
-                ],
-            },
-        }
-    )
-    spec["tolerations"] = [
-        *spec.get("tolerations", []),
-        *(
-            {
-                "key": f"node.kubernetes.io/{taint}",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            }
-            for taint in ("not-ready", "unreachable")
-        ),
-    ]
+    # service account and its token volume, the default tolerations; and the node.
+    spec = api_defaults(spec, name)
     for container in spec["containers"]:
         container.setdefault("resources", {})
         container.setdefault("terminationMessagePath", "/dev/termination-log")
@@ -380,14 +331,7 @@ def pod_body(job: JsonDict, k: int) -> JsonDict:
     spec.setdefault("dnsPolicy", "ClusterFirst")
     spec.setdefault("schedulerName", "default-scheduler")
     spec.setdefault("securityContext", {})
-    spec.update(
-        nodeName="kwok-node-0",
-        serviceAccountName="default",
-        serviceAccount="default",
-        enableServiceLinks=True,
-        preemptionPolicy="PreemptLowerPriority",
-        priority=0,
-    )
+    spec["nodeName"] = "kwok-node-0"
     started = format_time(T0 + timedelta(seconds=2))
     conditions = [
         {

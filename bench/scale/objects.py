@@ -303,15 +303,19 @@ def api_defaults(spec: Json, pod_name: str) -> Json:
         "priority": 0,
         "preemptionPolicy": "PreemptLowerPriority",
         "tolerations": [
-            {
-                "key": f"node.kubernetes.io/{taint}",
-                "operator": "Exists",
-                "effect": "NoExecute",
-                "tolerationSeconds": 300,
-            }
-            for taint in ("not-ready", "unreachable")
+            *out.get("tolerations", []),
+            *(
+                {
+                    "key": f"node.kubernetes.io/{taint}",
+                    "operator": "Exists",
+                    "effect": "NoExecute",
+                    "tolerationSeconds": 300,
+                }
+                for taint in ("not-ready", "unreachable")
+            ),
         ],
         "volumes": [
+            *out.get("volumes", []),
             {
                 "name": volume,
                 "projected": {
@@ -339,7 +343,7 @@ def api_defaults(spec: Json, pod_name: str) -> Json:
                     ],
                     "defaultMode": 420,
                 },
-            }
+            },
         ],
     }
     return out
