@@ -4,7 +4,7 @@ pages its lists and serves watches from a resourceVersion, as the API server doe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -71,6 +71,16 @@ class Resource:
             if int(meta.get("resourceVersion", since + 1)) > since:  # an ERROR has none
                 yield event
         yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(self.rv)}}}
+
+
+async def _run_until(informer: Informer[str], done: Callable[[], bool]) -> None:
+    """Runs the informer until ``done``, then cancels it."""
+    task = asyncio.create_task(informer.run())
+    while not done():
+        await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
 
 
 def _informer(resource: Resource, changes: list[Change], page_size: int = 2) -> Informer[str]:
@@ -151,12 +161,7 @@ def test_an_expired_watch_lists_again_and_drops_what_is_no_longer_listed() -> No
         resource.delete("b")
         resource.put("c", "c2")
         resource.oldest_watchable = resource.rv  # compacted: the watch gets 410
-        task = asyncio.create_task(informer.run())
-        while informer.lists < 2:
-            await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _run_until(informer, lambda: informer.lists >= 2)
 
     asyncio.run(run())
     assert changes[3:] == [("a", "a", False), ("c", "c2", False), ("b", None, True)]
@@ -171,12 +176,7 @@ def test_an_error_event_with_410_is_an_expired_watch() -> None:
     resource.rv = 1
 
     async def run() -> None:
-        task = asyncio.create_task(informer.run())
-        while informer.lists < 2:
-            await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _run_until(informer, lambda: informer.lists >= 2)
 
     asyncio.run(run())
     assert informer.lists >= 2
@@ -193,12 +193,7 @@ def test_a_failed_watch_is_retried_from_the_same_version() -> None:
         await informer.list_all()
         resource.refuse_watch = ApiError(0, "Unreachable", "connection reset")
         resource.put("b")
-        task = asyncio.create_task(informer.run())
-        while "b" not in informer.store:
-            await asyncio.sleep(0)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
+        await _run_until(informer, lambda: "b" in informer.store)
 
     asyncio.run(run())
     assert [dict(q)["resourceVersion"] for q in resource.watches[:2]] == ["1", "1"]
