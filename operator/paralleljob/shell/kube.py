@@ -45,6 +45,20 @@ async def _readline(content: Any) -> bytes:
     return line
 
 
+def _answer(status: int, reason: str | None, raw: bytes) -> JsonDict:
+    """A response's JSON body; an ApiError for an error status."""
+    try:
+        parsed = json.loads(raw) if raw else {}
+    except ValueError:
+        parsed = {"message": raw.decode("utf-8", "replace")[:500]}
+    if not isinstance(parsed, dict):
+        parsed = {"items": parsed}
+    if status >= 400:
+        message = str(parsed.get("message") or reason or "")
+        raise ApiError(status, str(parsed.get("reason") or reason), message, parsed)
+    return parsed
+
+
 class ConfigError(Exception):
     """No usable client configuration; the message is one line."""
 
@@ -174,18 +188,7 @@ class Kube:
                     raise ApiError(0, "Unreachable", f"{type(exc).__name__}: {exc}") from exc
                 raise
         metrics.API_REQUESTS.labels(method, resource, str(response.status)).inc()
-        try:
-            parsed = json.loads(raw) if raw else {}
-        except ValueError:
-            parsed = {"message": raw.decode("utf-8", "replace")[:500]}
-        if not isinstance(parsed, dict):
-            parsed = {"items": parsed}
-        if response.status >= 400:
-            message = str(parsed.get("message") or response.reason or "")
-            raise ApiError(
-                response.status, str(parsed.get("reason") or response.reason), message, parsed
-            )
-        return parsed
+        return _answer(response.status, response.reason, raw)
 
     async def watch(
         self,
@@ -220,14 +223,7 @@ class Kube:
         stream = response.response
         try:
             if response.status >= 400:
-                raw = await stream.read()
-                parsed = json.loads(raw) if raw else {}
-                raise ApiError(
-                    response.status,
-                    str(parsed.get("reason") or response.reason),
-                    str(parsed.get("message") or response.reason or ""),
-                    parsed,
-                )
+                _answer(response.status, response.reason, await stream.read())
             while line := await _readline(stream.content):
                 if line.strip():
                     yield json.loads(line)
