@@ -83,27 +83,41 @@ build_kubernetes() { build_kube_commands kubernetes "${KUBE_COMMANDS[@]}"; }
 
 # Kubernetes' own end-to-end suite, test/e2e of the same module, compiled as
 # its CI does (`go test -c`; upstream's make WHAT=test/e2e/e2e.test) into
-# $CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/e2e.test (complete or absent).
+# $CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/e2e.test (complete or absent), and beside
+# it the ginkgo CLI of the version that module requires, the one linked into
+# e2e.test (upstream's vendored hack/ginkgo-e2e.sh runner), which runs its specs in
+# parallel processes (hack/test-upstream.sh, UPSTREAM_PROCS). Either is built when
+# missing, ginkgo alone in seconds.
 # hack/test-upstream.sh runs its Job and CronJob specs against the local cluster.
 E2E_PACKAGE=test/e2e
+GINKGO_PACKAGE=github.com/onsi/ginkgo/v2/ginkgo
 build_e2e() {
   local out=$CACHE_DIR/e2e-$KUBERNETES_VERSION
-  [ -x "$out/bin/e2e.test" ] && { log "e2e $KUBERNETES_VERSION: cached in $out"; return; }
+  if [ -x "$out/bin/e2e.test" ] && [ -x "$out/bin/ginkgo" ]; then
+    log "e2e $KUBERNETES_VERSION: cached in $out"
+    return
+  fi
   local work=$CACHE_DIR/src/e2e-$KUBERNETES_VERSION ldflags start=$SECONDS
   write_kubernetes_module "$work" "$E2E_PACKAGE"
+  sed -i "s#^import (\$#&\n\t_ \"$GINKGO_PACKAGE\"#" "$work/tools.go"
   ldflags=$(kube_ldflags)
   (
     cd "$work" || exit 1
     log "e2e $KUBERNETES_VERSION: resolving modules"
     go mod tidy -e >/dev/null 2>&1 || true
     go mod download
-    rm -rf "$out/bin.tmp" && mkdir -p "$out/bin.tmp"
-    log "e2e $KUBERNETES_VERSION: building e2e.test (go test -c k8s.io/kubernetes/$E2E_PACKAGE)"
-    CGO_ENABLED=0 go test -c -vet=off -trimpath -ldflags "$ldflags" \
-      -o "$out/bin.tmp/e2e.test" "k8s.io/kubernetes/$E2E_PACKAGE"
+    if [ ! -x "$out/bin/e2e.test" ]; then
+      rm -rf "$out/bin.tmp" && mkdir -p "$out/bin.tmp"
+      log "e2e $KUBERNETES_VERSION: building e2e.test (go test -c k8s.io/kubernetes/$E2E_PACKAGE)"
+      CGO_ENABLED=0 go test -c -vet=off -trimpath -ldflags "$ldflags" \
+        -o "$out/bin.tmp/e2e.test" "k8s.io/kubernetes/$E2E_PACKAGE"
+      rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
+    fi
+    log "e2e $KUBERNETES_VERSION: building ginkgo ($(go list -m -f '{{.Version}}' github.com/onsi/ginkgo/v2))"
+    CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$out/bin/ginkgo.tmp" "$GINKGO_PACKAGE"
+    mv "$out/bin/ginkgo.tmp" "$out/bin/ginkgo"
   )
-  rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
-  log "e2e $KUBERNETES_VERSION: built e2e.test in $((SECONDS - start))s"
+  log "e2e $KUBERNETES_VERSION: built in $((SECONDS - start))s"
 }
 
 # Builds a main package of a module that has no usable replace directives of

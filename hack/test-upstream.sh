@@ -15,6 +15,11 @@
 #                        operator's log go (default .upstream-e2e/SUITE-CONTROLLER, emptied)
 #   UPSTREAM_ARGS        more e2e.test flags, split on spaces (--ginkgo.fail-fast,
 #                        --ginkgo.timeout=3h: ginkgo's default for the whole run is 1h)
+#   UPSTREAM_PROCS       1 (default): one e2e.test process, the specs one at a time;
+#                        N > 1: the ginkgo CLI (hack/build.sh e2e) runs them in N
+#                        e2e.test processes at once, as upstream's parallel
+#                        presubmits do (hack/ginkgo-e2e.sh), which is why the skip
+#                        pattern leaves out [Serial]
 # kube-controller-manager is restarted only when the Job controller it runs is not
 # the one asked for, and then restarted as it was at the end (trap), as is the
 # operator stopped by its PID file. Exits non-zero when a selected spec failed.
@@ -22,6 +27,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/cluster-env.sh"
 
 E2E_BIN=$CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/e2e.test
+GINKGO_BIN=$CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/ginkgo
 OPERATOR_BIN=$REPO_ROOT/.venv/bin/paralleljob-operator
 JOB_SPECS='\[sig-apps\] Job '
 CRONJOB_SPECS='\[sig-apps\] CronJob|\[sig-apps\] TTLAfterFinished'
@@ -46,11 +52,13 @@ case $controller in
 esac
 report_dir=${UPSTREAM_REPORT_DIR:-$REPO_ROOT/.upstream-e2e/$suite-$controller}
 read -r -a extra_args <<<"${UPSTREAM_ARGS:-}"
+procs=${UPSTREAM_PROCS:-1}
+[[ $procs =~ ^[1-9][0-9]*$ ]] || die "UPSTREAM_PROCS must be a number of processes (1 or more), got '$procs'"
 
 kubectl get --raw /readyz >/dev/null 2>&1 || die "the local cluster does not answer: start it with 'make cluster'"
 pid_alive kube-controller-manager || die "kube-controller-manager is not running (make cluster)"
 [ "$controller" = builtin ] || [ -x "$OPERATOR_BIN" ] || die "$OPERATOR_BIN is missing: run 'make venv'"
-[ -x "$E2E_BIN" ] || "$HACK_DIR/build.sh" e2e
+[ -x "$E2E_BIN" ] && [ -x "$GINKGO_BIN" ] || "$HACK_DIR/build.sh" e2e
 
 # job_controller: on or off, as the running kube-controller-manager was started.
 job_controller() {
@@ -137,13 +145,19 @@ initial_job_controller=$(job_controller)
 set_job_controller "$want_job_controller"
 [ "$controller" = builtin ] || start_operator
 
-log "upstream e2e: $suite specs, $controller Job controller; focus '$focus', skip '$SKIP'"
+log "upstream e2e: $suite specs, $controller Job controller, $procs process(es); focus '$focus', skip '$SKIP'"
+e2e_args=(--kubeconfig="$KUBECONFIG_ADMIN" --provider=skeleton
+  "--non-blocking-taints=node-role.kubernetes.io/control-plane,kwok.x-k8s.io/node"
+  --minStartupPods=0 --ginkgo.focus="$focus" --ginkgo.skip="$SKIP" --ginkgo.no-color
+  --report-dir="$report_dir" "${extra_args[@]}")
+# One process runs e2e.test itself; more, the ginkgo CLI runs N of them, handing out
+# the specs, with the same flags after its `--` (one JUnit report all the same,
+# written by the first process).
+runner=("$E2E_BIN")
+[ "$procs" -eq 1 ] || runner=("$GINKGO_BIN" --procs="$procs" --no-color "$E2E_BIN" --)
 start=$SECONDS
 e2e_status=0
-"$E2E_BIN" --kubeconfig="$KUBECONFIG_ADMIN" --provider=skeleton \
-  --non-blocking-taints=node-role.kubernetes.io/control-plane,kwok.x-k8s.io/node \
-  --minStartupPods=0 --ginkgo.focus="$focus" --ginkgo.skip="$SKIP" --ginkgo.no-color \
-  --report-dir="$report_dir" "${extra_args[@]}" 2>&1 | tee "$report_dir/e2e.log" || e2e_status=$?
+"${runner[@]}" "${e2e_args[@]}" 2>&1 | tee "$report_dir/e2e.log" || e2e_status=$?
 log "upstream e2e: e2e.test exited $e2e_status after $((SECONDS - start))s"
 
 report_status=0
