@@ -139,18 +139,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 # The directories whose every test is exclusive: tests/bench and tests/deploy run the
 # operator in-cluster watching every namespace (a second operator for everyone else's
-# jobs) and remove the CRD; tests/chaos restarts and breaks the cluster's components;
-# tests/cluster stops and starts the whole cluster; tests/upstream turns the built-in Job
-# controller off.
+# jobs), remove the CRD and turn the built-in Job controller off; tests/chaos restarts
+# and breaks the cluster's components; tests/upstream turns the built-in Job controller
+# off. Elsewhere a test is exclusive when it is marked so, or destructive (tests/cluster:
+# the smoke test that stops the whole cluster, the aggregated API registered for every
+# client's discovery); the rest of tests/cluster keeps to its own namespace.
 EXCLUSIVE_DIRS = tuple(
-    REPO_ROOT / "tests" / name for name in ("bench", "chaos", "cluster", "deploy", "upstream")
+    REPO_ROOT / "tests" / name for name in ("bench", "chaos", "deploy", "upstream")
 )
 
 
 def _is_exclusive(item: pytest.Item) -> bool:
     path = Path(item.path)
-    return item.get_closest_marker("destructive") is not None or any(
-        path.is_relative_to(directory) for directory in EXCLUSIVE_DIRS
+    return (
+        item.get_closest_marker("destructive") is not None
+        or item.get_closest_marker("exclusive") is not None
+        or any(path.is_relative_to(directory) for directory in EXCLUSIVE_DIRS)
     )
 
 

@@ -30,6 +30,11 @@ from kubernetes.client import ApiException
 from tests.conftest import REPO_ROOT, kubectl
 from tests.support.wait import wait_until
 
+# Exclusive: every client's discovery lists the APIService's group while it is
+# registered, and reports it, on stderr, whenever it is not Available (as it comes up or
+# goes away), which other tests' kubectl calls would then print.
+pytestmark = [pytest.mark.exclusive]
+
 GROUP = "smoke.paralleljob.dev"
 VERSION = "v1alpha1"
 APISERVICE = f"{VERSION}.{GROUP}"
