@@ -106,8 +106,10 @@ def kubectl(kubeconfig: Any) -> Kubectl:
 
 
 def deploy_local(kubectl: Kubectl) -> None:
-    """`make deploy-local`, the operator watching WATCHED only."""
-    kubectl.make("deploy-local", PJ_WATCH_NAMESPACES=WATCHED)
+    """`make deploy-local PJ_MANAGE_JOBS=all`, the operator watching WATCHED only: there it
+    is also the Job controller of the Jobs that name none (docs/jobs.md), which only
+    test_in_cluster's plain-Job test creates, with the built-in Job controller off."""
+    kubectl.make("deploy-local", PJ_WATCH_NAMESPACES=WATCHED, PJ_MANAGE_JOBS="all")
 
 
 def _fresh_watched_namespace(kubectl: Kubectl) -> None:

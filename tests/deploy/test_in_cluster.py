@@ -1,17 +1,21 @@
-"""The operator, running in-cluster from its image, drives real pods to Complete,
-and its own pod passes the `restricted` Pod Security Standard."""
+"""The operator, running in-cluster from its image, drives real pods to Complete (a
+ParallelJob; on the local cluster, with the built-in Job controller off, a plain batch/v1
+Job too), and its own pod passes the `restricted` Pod Security Standard."""
 
 from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from tests.support.wait import wait_until
 
-from .conftest import DEPLOYMENT, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
+from .conftest import DEPLOYMENT, REPO, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
 
 pytestmark = [pytest.mark.cluster]
 
@@ -149,6 +153,71 @@ def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, watched: st
     # It was the in-cluster operator that did it: the leader.
     logs = deployed.run("-n", SYSTEM_NAMESPACE, "logs", _leader(deployed), "--tail=-1").stdout
     assert name in logs, "the in-cluster leader's log never mentions the ParallelJob"
+
+
+def _restart_controller_manager(builtin_job_controller: str) -> None:
+    subprocess.run(
+        [str(REPO / "hack" / "cluster-restart.sh"), "kube-controller-manager"],
+        env=dict(os.environ, PJ_BUILTIN_JOB_CONTROLLER=builtin_job_controller),
+        capture_output=True,
+        check=True,
+        timeout=180,
+    )
+
+
+@pytest.fixture
+def builtin_job_controller_off() -> Iterator[None]:
+    """kube-controller-manager without its Job controller for one test
+    (PJ_BUILTIN_JOB_CONTROLLER=off, docs/local-cluster.md), then with it again."""
+    _restart_controller_manager("off")
+    try:
+        yield
+    finally:
+        _restart_controller_manager("on")
+
+
+@pytest.mark.localcluster
+def test_a_plain_job_is_run_by_the_deployed_operator_as_the_clusters_job_controller(
+    deployed: Kubectl, watched: str, builtin_job_controller_off: None
+) -> None:
+    """docs/jobs.md: `make cluster PJ_BUILTIN_JOB_CONTROLLER=off` and `make deploy-local
+    PJ_MANAGE_JOBS=all` (what the deployed fixture ran): a Job that names no controller
+    completes, run by the operator alone."""
+    name = "plain"
+    deployed.run("-n", watched, "delete", "job", name, "--ignore-not-found", "--wait")
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completions": 2,
+            "parallelism": 2,
+            "template": _parallel_job(name)["spec"]["template"],
+        },
+    }
+    deployed.run("-n", watched, "create", "-f", "-", input=json.dumps(job))
+
+    def complete() -> dict[str, Any] | None:
+        got: dict[str, Any] = deployed.json("-n", watched, "get", "job", name)
+        conds = {c["type"]: c["status"] for c in got.get("status", {}).get("conditions", [])}
+        return got if conds.get("Complete") == "True" else None
+
+    got = wait_until(complete, timeout=120, what=f"Job {name} Complete")
+    assert "managedBy" not in got["spec"], "a Job that names no controller"
+    assert (got["status"]["succeeded"], got["status"].get("failed", 0)) == (2, 0)
+    events = deployed.json(
+        "-n", watched, "get", "events", "--field-selector", f"involvedObject.name={name}"
+    )["items"]
+    reasons = {(e["reason"], e["source"].get("component")) for e in events}
+    assert {
+        ("SuccessfulCreate", "paralleljob-operator"),
+        ("Completed", "paralleljob-operator"),
+    } <= reasons, reasons
+    assert {component for _, component in reasons} == {"paralleljob-operator"}, reasons
+    pods = deployed.json("-n", watched, "get", "pods", "-l", f"batch.kubernetes.io/job-name={name}")
+    labels = [p["metadata"]["labels"] for p in pods["items"]]
+    assert len(labels) == 2 and all("paralleljob.dev/controller-uid" in x for x in labels), labels
+    deployed.run("-n", watched, "delete", "job", name, "--wait")
 
 
 def test_operator_pod_is_admitted_under_restricted(deployed: Kubectl, namespace: str) -> None:
