@@ -13,7 +13,7 @@ from kubernetes.client import ApiException
 
 from tests.e2e.conftest import Operator
 from tests.e2e.support import FINALIZER, Kubectl
-from tests.support.wait import wait_until
+from tests.support.wait import ConditionTimeout, wait_until
 
 from .inputs import GROUP, PLURAL, VERSION, Json, effective_counts, pods_wanted
 
@@ -224,7 +224,21 @@ def settle(
             return "deleted after ttlSecondsAfterFinished"
         return outcome(obj, pod_refused)
 
-    return wait_until(probe, timeout=SETTLE_SECONDS, what=f"{name} terminal or steady")
+    try:
+        return wait_until(probe, timeout=SETTLE_SECONDS, what=f"{name} terminal or steady")
+    except ConditionTimeout as exc:
+        raise ConditionTimeout(f"{exc}\n{_stuck(api, name, log)}") from None
+
+
+def _stuck(api: JobApi, name: str, log: OperatorLog | None) -> str:
+    """What a job that did not settle looks like: its status, and the operator's last
+    log lines naming it (CI shows a failure's message, not the whole log)."""
+    obj = api.get(name) or {}
+    marks = tuple(f"/{name}{end}" for end in (" ", ":", ","))
+    logged = log.operator.logs().splitlines() if log is not None else []
+    lines = [line for line in logged if any(mark in line for mark in marks)]
+    about = "\n".join(lines[-40:])
+    return f"spec: {obj.get('spec')}\nstatus: {obj.get('status')}\noperator log:\n{about}"
 
 
 # ---------------------------------------------------------------- the operator's health
