@@ -83,8 +83,8 @@ QUICK = Sizes(
     idle_jobs=5,
     idle_window=3,
     progress_every=5,
-    curve_levels=(100,),
-    curve_probes=10,
+    curve_levels=(20,),
+    curve_probes=5,
 )
 
 
