@@ -60,13 +60,12 @@ layers: venv ## The architecture in figures: modules per layer, cross-layer impo
 
 # First the tests that keep to their own namespace and operator, TEST_WORKERS at a time
 # (pytest-xdist); then, one at a time, those marked exclusive (tests/conftest.py): they
-# deploy an operator for every namespace, restart components or stop the cluster; last,
-# the kind path on a real kind cluster (make test-kind).
+# deploy an operator for every namespace, restart components or stop the cluster; beside
+# them the kind path on a real kind cluster of its own (make test-kind; hack/test-last.sh).
 TEST_WORKERS ?= 3
-test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the kind path (TEST_WORKERS=3)
+test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the exclusive ones beside the kind path (TEST_WORKERS=3)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m 'not exclusive' tests
-	$(VENV)/bin/pytest -m exclusive tests
-	@hack/kind-test.sh
+	@hack/test-last.sh
 
 .PHONY: test-kind
 test-kind: prereqs build venv ## tests/deploy and the seed workloads on a real kind cluster (node image built here; deleted afterwards)
