@@ -383,17 +383,22 @@ async def _wait_dump(path: Path, sequence: int, timeout: float) -> dict[str, Any
 
 
 def _baseline_gate(op_ref: list[OperatorProcess], dump: Path) -> Callable[[str], Awaitable[None]]:
-    """Holds kopf's first discovery request (GET /apis: the operator is imported and
-    has listed nothing) until the traced operator has written its baseline."""
-    done = False
+    """Holds every request from the first one on (the operator is imported and has
+    listed nothing: its own pod informer and kopf both start by asking) until the traced
+    operator has written its baseline."""
+    baseline: asyncio.Task[None] | None = None
 
-    async def gate(path: str) -> None:
-        nonlocal done
-        if done or path.rstrip("/") != "/apis" or not op_ref:
-            return
-        done = True
+    async def take() -> None:
         op_ref[0].proc.send_signal(signal.SIGUSR1)
         await _wait_dump(dump, 1, 120)
+
+    async def gate(path: str) -> None:
+        nonlocal baseline
+        if not op_ref:
+            return
+        if baseline is None:
+            baseline = asyncio.create_task(take())
+        await asyncio.shield(baseline)
 
     return gate
 
