@@ -74,7 +74,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--s8-levels",
         default="",
         help="comma list of scenario 8's levels, running jobs (default 1000,5000,10000; "
-        "quick: 100)",
+        "quick: 20)",
     )
     parser.add_argument(
         "--s8-arms",
