@@ -18,13 +18,16 @@ from typing import Any
 
 import pytest
 
+from bench.scenarios import QUICK
 from tests.conftest import REPO_ROOT, kubectl
 
 CRD = "paralleljobs.paralleljob.dev"
 DOCKERD = str(REPO_ROOT / "hack" / "dockerd.sh")
 # One round per arm: the built-in and ParallelJobs everywhere, the operator's batch/v1 Jobs
 # (managedBy naming it) in scenarios 1-4 and 7, the ceiling in scenario 1, the built-in
-# alone under its own background load; at the API budget, scenario 1 only.
+# alone under its own background load; scenario 8's quick level and its restart, for the
+# built-in and ParallelJobs; at the API budget, scenario 1 only.
+[QUICK_LEVEL] = QUICK.curve_levels
 EXPECTED_AT_DEFAULTS = {
     *(
         (s, arm)
@@ -35,6 +38,7 @@ EXPECTED_AT_DEFAULTS = {
     ("s1", "ceiling"),
     ("s5b-s1", "Job"),
     ("s5b-s3", "Job"),
+    *((s, arm) for s in (f"s8-{QUICK_LEVEL}", "s8-restart") for arm in ("Job", "ParallelJob")),
 }
 EXPECTED = {
     "defaults": EXPECTED_AT_DEFAULTS,
