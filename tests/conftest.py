@@ -133,8 +133,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         alone = [item for item in items if item.get_closest_marker("exclusive")]
         config.hook.pytest_deselected(items=alone)
         items[:] = [item for item in items if not item.get_closest_marker("exclusive")]
-    # Stable sort: destructive tests go last, everything else keeps its order.
-    items.sort(key=lambda item: item.get_closest_marker("destructive") is not None)
+    # Stable sort: destructive tests go last, just before them those that restart the
+    # control plane (tests/chaos: a restart on a busy machine takes minutes, and make
+    # test's kind pass, hack/test-last.sh, starts its cluster beside the exclusive tests);
+    # everything else keeps its order.
+    items.sort(
+        key=lambda item: (
+            item.get_closest_marker("destructive") is not None,
+            Path(item.path).is_relative_to(CHAOS_DIR),
+        )
+    )
 
 
 # The directories whose every test is exclusive: tests/bench and tests/deploy run the
@@ -147,6 +155,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 EXCLUSIVE_DIRS = tuple(
     REPO_ROOT / "tests" / name for name in ("bench", "chaos", "deploy", "upstream")
 )
+
+
+CHAOS_DIR = REPO_ROOT / "tests" / "chaos"
 
 
 def _is_exclusive(item: pytest.Item) -> bool:
