@@ -73,8 +73,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--s8-levels",
         default="",
-        help="comma list of scenario 8's levels, running jobs (default 1000,5000,10000; "
-        "quick: 20)",
+        help="comma list of scenario 8's levels, running jobs (default 1000,5000,10000; quick: 20)",
     )
     parser.add_argument(
         "--s8-arms",
