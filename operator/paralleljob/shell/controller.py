@@ -27,7 +27,7 @@ from . import metrics
 from .api import ControllerApi
 from .claims import PodsOf
 from .events import Recorder
-from .job_loops import JobLoops, has_pending_work, loop_clock
+from .job_loops import JobLoops, loop_clock, pending_since
 from .job_sync import REAL_CLOCK, Clock, JobSync
 from .pod_writer import PodWriter
 from .progress import Stall, stalls
@@ -213,13 +213,15 @@ class Controller:
 
     def stalls(self, now: float) -> list[Stall]:
         """The job loops with work pending for longer than ``stall_seconds``; a loop
-        with nothing pending costs a few comparisons (the probe runs every few seconds
-        over every job)."""
+        with nothing pending that long costs a few comparisons (the probe runs every few
+        seconds over every job: reading the pods of all 10,000 jobs woken at a restart
+        held the event loop for 0.3 s)."""
+        before = now - self.config.stall_seconds
         clocks = {
             f"{rt.namespace}/{rt.name}": loop_clock(
                 rt, {p.uid: p for p in self.pods_of(rt.uid)}, now
             )
             for rt in list(self.jobs.values())
-            if has_pending_work(rt, now)
+            if pending_since(rt, before)
         }
         return stalls(clocks, now, self.config.stall_seconds)

@@ -73,9 +73,11 @@ class UIDTrackingExpectations:
         return frozenset(self._finalizer_removals)
 
     # -- the liveness probe ------------------------------------------------------------
-    def pending(self) -> bool:
-        """Any pod change expected (the cache may settle it already)."""
-        return bool(self._creates or self._deletes or self._finalizer_removals)
+    def oldest(self) -> float | None:
+        """When the oldest pod change still expected was made (the cache may settle it
+        already; None: none expected)."""
+        groups = (self._creates, self._deletes, self._finalizer_removals)
+        return min((t for group in groups for t in group.values()), default=None)
 
     def unobserved_since(self, pods: Mapping[str, PodInfo], now: float) -> float | None:
         """When the oldest expectation the cache does not settle was made (changes

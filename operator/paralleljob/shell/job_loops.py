@@ -80,15 +80,21 @@ def _unattached() -> None:
     return None
 
 
-def has_pending_work(rt: JobRuntime, now: float) -> bool:
-    """Anything the liveness probe would look at (cheap: no pods are read)."""
-    loop = rt.loop
-    return (
-        loop.woken_at is not None
-        or (loop.timer_due is not None and loop.timer_due <= now)
-        or loop.sync_started is not None
-        or rt.status.unechoed is not None
-        or rt.pods.expectations.pending()
+def pending_since(rt: JobRuntime, before: float) -> bool:
+    """Whether any work the liveness probe looks at has been pending since ``before``
+    or earlier (cheap: no pods are read), so that the probe reads the pods of only the
+    loops that may be stalled, not of every job that was just woken."""
+    loop, unechoed = rt.loop, rt.status.unechoed
+    oldest_expected = rt.pods.expectations.oldest()
+    return any(
+        since is not None and since <= before
+        for since in (
+            loop.woken_at,
+            loop.timer_due,
+            loop.sync_started,
+            unechoed[1] if unechoed is not None else None,
+            oldest_expected,
+        )
     )
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig
-from paralleljob.shell.job_loops import JobLoops
+from paralleljob.shell.job_loops import JobLoops, pending_since
 from paralleljob.shell.job_sync import SyncReport
 from paralleljob.shell.runtime import JobRuntime
 
@@ -190,3 +190,32 @@ def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:
     [(woken, timer, started)] = seen
     assert woken is None and timer is None and started is not None
     assert rt.loop.sync_started is None and rt.loop.woken_at is not None
+
+
+def _marked(marker: str, at: float) -> JobRuntime:
+    rt = JobRuntime(JOB)
+    if marker == "woken":
+        rt.loop.woken_at = at
+    elif marker == "timer":
+        rt.loop.timer_due = at
+    elif marker == "sync":
+        rt.loop.sync_started = at
+    elif marker == "unechoed":
+        rt.status.unechoed = (7, at)
+    elif marker == "expected":
+        rt.pods.expectations.expect_creation("p-1", at)
+    return rt
+
+
+@pytest.mark.parametrize("marker", ["woken", "timer", "sync", "unechoed", "expected"])
+@pytest.mark.parametrize(("at", "pending"), [(9.0, True), (10.0, True), (10.5, False)])
+def test_the_probe_looks_at_a_loop_only_once_its_work_is_pending_that_long(
+    marker: str, at: float, pending: bool
+) -> None:
+    """pending_since(rt, 10): work pending since 10 or earlier may be a stall; work
+    newer than that (every job woken by a restart's listing) is not read at all."""
+    assert pending_since(_marked(marker, at), before=10.0) is pending
+
+
+def test_an_idle_loop_is_never_pending() -> None:
+    assert not pending_since(JobRuntime(JOB), before=float("inf"))
