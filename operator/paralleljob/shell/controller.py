@@ -217,11 +217,12 @@ class Controller:
         seconds over every job: reading the pods of all 10,000 jobs woken at a restart
         held the event loop for 0.3 s)."""
         before = now - self.config.stall_seconds
+        moved = self.loops.queue_moved
         clocks = {
             f"{rt.namespace}/{rt.name}": loop_clock(
-                rt, {p.uid: p for p in self.pods_of(rt.uid)}, now
+                rt, {p.uid: p for p in self.pods_of(rt.uid)}, now, moved
             )
             for rt in list(self.jobs.values())
-            if pending_since(rt, before)
+            if pending_since(rt, before, moved)
         }
         return stalls(clocks, now, self.config.stall_seconds)

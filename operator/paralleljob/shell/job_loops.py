@@ -80,17 +80,18 @@ def _unattached() -> None:
     return None
 
 
-def pending_since(rt: JobRuntime, before: float) -> bool:
+def pending_since(rt: JobRuntime, before: float, queue_moved: float = float("-inf")) -> bool:
     """Whether any work the liveness probe looks at has been pending since ``before``
     or earlier (cheap: no pods are read), so that the probe reads the pods of only the
-    loops that may be stalled, not of every job that was just woken."""
+    loops that may be stalled, not of every job that was just woken. A job waiting for
+    a worker waits since the work queue last handed one out (``queue_moved``)."""
     loop, unechoed = rt.loop, rt.status.unechoed
     oldest_expected = rt.pods.expectations.oldest()
     return any(
         since is not None and since <= before
         for since in (
-            loop.woken_at,
-            loop.timer_due,
+            _waiting_since(loop.woken_at, queue_moved),
+            _waiting_since(loop.timer_due, queue_moved),
             loop.sync_started,
             unechoed[1] if unechoed is not None else None,
             oldest_expected,
@@ -98,12 +99,24 @@ def pending_since(rt: JobRuntime, before: float) -> bool:
     )
 
 
-def loop_clock(rt: JobRuntime, pods: Mapping[str, PodInfo], now: float) -> LoopClock:
+def _waiting_since(due: float | None, queue_moved: float) -> float | None:
+    """How long a job due since ``due`` has waited for a sync that is late: a backlog the
+    workers are getting through is not a stall (10,000 jobs created at once keep some
+    waiting for minutes), a queue that has not moved since the job was due is."""
+    return None if due is None else max(due, queue_moved)
+
+
+def loop_clock(
+    rt: JobRuntime,
+    pods: Mapping[str, PodInfo],
+    now: float,
+    queue_moved: float = float("-inf"),
+) -> LoopClock:
     """The job's pending work, for the liveness probe (changes nothing)."""
     loop, unechoed = rt.loop, rt.status.unechoed
     return LoopClock(
-        woken_at=loop.woken_at,
-        timer_due=loop.timer_due,
+        woken_at=_waiting_since(loop.woken_at, queue_moved),
+        timer_due=_waiting_since(loop.timer_due, queue_moved),
         sync_started=loop.sync_started,
         unobserved_since=rt.pods.expectations.unobserved_since(pods, now),
         unechoed_since=unechoed[1] if unechoed is not None else None,
@@ -129,6 +142,8 @@ class JobLoops:
         self._queue = WorkQueue()
         self._timers = Timers(monotonic, self._queue.add)
         self._workers: list[asyncio.Task[None]] = []
+        #: When a worker last started a sync (monotonic): the work queue moves.
+        self.queue_moved = float("-inf")
 
     def start(self, rt: JobRuntime) -> None:
         """A job's first event: it is synced as soon as a worker is free."""
@@ -228,7 +243,7 @@ class JobLoops:
         """sync_safely, with the progress markers the liveness probe reads."""
         loop = rt.loop
         loop.woken_at = loop.timer_due = None
-        loop.sync_started = loop.last_sync_started = self.monotonic()
+        loop.sync_started = loop.last_sync_started = self.queue_moved = self.monotonic()
         try:
             return await self.sync_safely(rt)
         finally:

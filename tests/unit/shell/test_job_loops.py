@@ -13,7 +13,7 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig
-from paralleljob.shell.job_loops import JobLoops, pending_since
+from paralleljob.shell.job_loops import JobLoops, loop_clock, pending_since
 from paralleljob.shell.job_sync import SyncReport
 from paralleljob.shell.runtime import JobRuntime
 
@@ -178,17 +178,18 @@ def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:
             rt.loop.poke()  # an event during the sync is pending work again
             return None
 
-    async def run() -> JobRuntime:
+    async def run() -> tuple[JobRuntime, JobLoops]:
         loops = Probe(no_sync, ControllerConfig(), time.monotonic, on_end=lambda rt: None)
         rt = JobRuntime(JOB)
         rt.loop.poke()
         rt.loop.timer_due = 1.0
         await loops.timed_sync(rt)
-        return rt
+        return rt, loops
 
-    rt = asyncio.run(run())
+    rt, loops = asyncio.run(run())
     [(woken, timer, started)] = seen
     assert woken is None and timer is None and started is not None
+    assert loops.queue_moved == started, "the work queue moved when the sync started"
     assert rt.loop.sync_started is None and rt.loop.woken_at is not None
 
 
@@ -219,3 +220,15 @@ def test_the_probe_looks_at_a_loop_only_once_its_work_is_pending_that_long(
 
 def test_an_idle_loop_is_never_pending() -> None:
     assert not pending_since(JobRuntime(JOB), before=float("inf"))
+
+
+@pytest.mark.parametrize(("queue_moved", "pending"), [(5.0, True), (11.0, False)])
+def test_a_job_waiting_for_a_worker_waits_since_the_queue_last_moved(
+    queue_moved: float, pending: bool
+) -> None:
+    """A backlog the workers are getting through is not a stall: woken at 1, the job
+    counts as waiting since the last sync a worker started."""
+    rt = _marked("woken", 1.0)
+    assert pending_since(rt, before=10.0, queue_moved=queue_moved) is pending
+    clock = loop_clock(rt, {}, now=200.0, queue_moved=queue_moved)
+    assert clock.woken_at == max(1.0, queue_moved)
