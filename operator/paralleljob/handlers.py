@@ -227,12 +227,19 @@ async def _freeze_until_synced(app: App) -> None:
     Frozen within a second of being built, each is scanned by no later collection."""
     quiet = 0
     while quiet < 2:
-        gc.freeze()
+        _freeze_survivors()
         await asyncio.sleep(FREEZE_EVERY)
         busy = not app.synced.jobs.is_set() or any(
             c.pending_syncs() for c in app.controllers.values()
         )
         quiet = 0 if busy else quiet + 1
+    _freeze_survivors()
+
+
+def _freeze_survivors() -> None:
+    """Collects the young generations (a few milliseconds: what the last second left as
+    cyclic garbage is freed, not frozen for good), then freezes what is left."""
+    gc.collect(1)
     gc.freeze()
 
 
