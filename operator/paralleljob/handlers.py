@@ -84,7 +84,7 @@ class App:
     #: The pod informers, and a metadata-only informer of each kind's jobs, by kind
     #: name (one of each per namespace watched, or one for all of them).
     pod_informers: list[Informer[CachedPod]]
-    job_informers: dict[str, list[Informer[bool]]]
+    job_informers: dict[str, list[Informer[str]]]
     synced: CacheSync
     #: The informers, their sync, and the finalizer releases pod changes called for.
     tasks: set[asyncio.Task[None]]
@@ -176,8 +176,8 @@ def _start_informers(app: App, config: OperatorConfig) -> None:
         kind.kind: [
             Informer(
                 KubeListWatch(app.kube, _jobs_path(kind, ns), metadata_only=True),
-                project=_exists,
-                on_change=_nothing,
+                project=_job_uid,
+                on_change=_job_listed(app, kind.kind),
                 name=f"{kind.plural} in {ns or 'all namespaces'}",
             )
             for ns in _scopes(config)
@@ -193,12 +193,19 @@ def _start_informers(app: App, config: OperatorConfig) -> None:
     _spawn(app, _freeze_until_synced(app), "freeze what the startup builds")
 
 
-def _exists(body: JsonDict) -> bool:
-    return True
+def _job_uid(body: JsonDict) -> str:
+    """What a job informer keeps of a job: that it exists, by its uid."""
+    return str((body.get("metadata") or {}).get("uid") or "")
 
 
-def _nothing(old: bool | None, new: bool | None, gone: bool) -> None:
-    return None
+def _job_listed(app: App, kind: str) -> Callable[[str | None, str | None, bool], None]:
+    def on_change(old: str | None, new: str | None, gone: bool) -> None:
+        """A job deleted (or no longer listed): the pods it still holds are released."""
+        if gone and old:
+            for release in app.controllers[kind].job_unlisted(old):
+                _spawn(app, release, f"release the pods of deleted job {old}")
+
+    return on_change
 
 
 async def _open_gates(app: App) -> None:
@@ -247,8 +254,9 @@ def _job_exists(app: App, kind: JobKind, controller: Controller) -> Callable[[st
     def job_exists(uid: str) -> bool:
         """Listed or watched, or already seen by the controller (kopf's job watch may
         be ahead of the metadata informer)."""
+        rt = controller.jobs.get(uid)
         return (
-            uid in controller.jobs
+            (rt is not None and not rt.loop.stopped)  # a stopped loop's job is gone
             or uid in controller.left_alone
             or any(uid in i.store for i in app.job_informers[kind.kind])
         )

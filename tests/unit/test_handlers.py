@@ -197,10 +197,41 @@ def test_a_job_the_jobs_informer_listed_is_no_orphan_s() -> None:
     memo, controller, _ = _memo(ControllerConfig())
     app = memo.app
     exists = handlers._job_exists(app, PARALLELJOB, controller)
-    listed: Informer[bool] = Informer(
-        cast(ListWatch, None), project=lambda raw: True, on_change=lambda *_: None, name="pjs"
+    listed: Informer[str] = Informer(
+        cast(ListWatch, None), project=lambda raw: "", on_change=lambda *_: None, name="pjs"
     )
-    listed.store["u-9"] = True
+    listed.store["u-9"] = "u-9"
     app.job_informers = {PARALLELJOB.kind: [listed]}
     assert exists("u-9")
     assert not exists("u-0")
+
+
+def test_a_job_deleted_mid_sync_releases_the_pods_its_last_sync_created() -> None:
+    """kopf's watch shows the deletion first: the loop stops, but its last sync still
+    creates a pod, whose event finds the job listed by the (later) jobs' informer. Its
+    deletion there releases the pod; a stopped loop alone keeps no job alive."""
+
+    async def run() -> tuple[FakeApi, list[Call]]:
+        memo, controller, api = _memo(ControllerConfig())
+        app = memo.app
+        listed: Informer[str] = Informer(
+            cast(ListWatch, None), project=lambda raw: "", on_change=lambda *_: None, name="pjs"
+        )
+        listed.store["u-1"] = "u-1"  # the informer has not seen the deletion yet
+        app.job_informers = {PARALLELJOB.kind: [listed]}
+        controller.job_exists = handlers._job_exists(app, PARALLELJOB, controller)
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        rt.loop.stopped = True  # kopf's DELETED came first
+        api.pods["p-1"] = PodInfo("j-1", "p-1", label_uid="u-1")
+        handlers.pod_changed(app, None, handlers.read_pod(app, POD), gone=False)
+        await asyncio.gather(*app.tasks)
+        before = list(api.calls)
+        del listed.store["u-1"]
+        handlers._job_listed(app, PARALLELJOB.kind)("u-1", None, True)
+        await asyncio.gather(*app.tasks)
+        return api, before
+
+    api, before = asyncio.run(run())
+    assert before == [], "the job was still listed when its pod came"
+    assert api.calls == [Call("remove_pod_finalizer", "j-1")]

@@ -158,6 +158,17 @@ class Controller:
         # Concurrently, as the pod deletions go (the client bounds what is in flight).
         await asyncio.gather(*(self.pods.release_orphan(namespace, pod.name) for pod in held))
 
+    def job_unlisted(self, uid: str) -> list[Coroutine[Any, Any, None]]:
+        """The job informer saw the job deleted: the releases of the pods it still holds,
+        unless its loop still runs (kopf's DELETED then releases them). kopf's watch may
+        have shown the deletion first, while the loop's last sync still created pods:
+        their events found the job still listed by the informer, and were kept."""
+        rt = self.jobs.get(uid)
+        if rt is not None and not rt.loop.stopped:
+            return []
+        held = [pod for pod in self.pods_of(uid) if pod.has_finalizer]
+        return [self.pods.release_orphan(pod.namespace, pod.name) for pod in held]
+
     async def pod_seen(self, pod: PodInfo, gone: bool) -> None:
         """A pod event, and the finalizer release it calls for, if any."""
         release = self.observe_pod(pod, gone)
