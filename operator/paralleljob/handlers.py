@@ -122,8 +122,9 @@ def read_pod(app: App, body: Mapping[str, Any]) -> CachedPod | None:
 def pod_changed(app: App, old: CachedPod | None, new: CachedPod | None, gone: bool) -> None:
     """The pod informer's change: the cache files the pod anew and its kind's controller
     sees it (a pod no longer a job's is seen as gone, without the finalizer it no longer
-    has); a finalizer release it calls for runs beside the watch."""
-    app.pods.change(old[1] if old else None, new[1] if new else None)
+    has); a finalizer release it calls for runs beside the watch. A deleted pod's last
+    state is seen, but no longer filed."""
+    app.pods.change(old[1] if old else None, new[1] if new and not gone else None)
     if new is not None:
         kind, pod = new
     elif old is not None:

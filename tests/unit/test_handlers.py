@@ -235,3 +235,26 @@ def test_a_job_deleted_mid_sync_releases_the_pods_its_last_sync_created() -> Non
     api, before = asyncio.run(run())
     assert before == [], "the job was still listed when its pod came"
     assert api.calls == [Call("remove_pod_finalizer", "j-1")]
+
+
+def test_a_deleted_pod_leaves_the_cache_and_wakes_its_job() -> None:
+    """The informer hands a DELETED event's last state on (its finalizer matters to the
+    controller), but the pod is gone: filed again, a pod deleted before it ended would
+    count as terminating for ever and hold its job's terminal condition back."""
+
+    async def run() -> tuple[list[PodInfo], JobRuntime]:
+        memo, controller, _ = _memo(ControllerConfig(), {"u-1": True})
+        app = memo.app
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        deleting = {**POD, "metadata": {**POD["metadata"], "finalizers": []}}
+        cached = handlers.read_pod(app, deleting)
+        handlers.pod_changed(app, None, cached, gone=False)
+        handlers.pod_changed(app, cached, cached, gone=True)
+        await asyncio.gather(*app.tasks)
+        pods: list[PodInfo] = app.pods.pods_of("u-1")
+        return pods, rt
+
+    pods, rt = asyncio.run(run())
+    assert pods == []
+    assert rt.loop.woken
