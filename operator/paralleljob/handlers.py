@@ -368,7 +368,7 @@ async def _job_event(controller: Controller, event: kopf.RawEvent) -> None:
         return
     if event.get("type") == "DELETED":
         meta = obj.get("metadata", {})
-        await controller.job_gone(str(meta.get("uid", "")), str(meta.get("namespace", "")))
+        await controller.job_gone(str(meta.get("uid", "")))
         return
     controller.job_seen(obj)
 

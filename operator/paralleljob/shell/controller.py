@@ -146,7 +146,7 @@ class Controller:
             other,
         )
 
-    async def job_gone(self, uid: str, namespace: str) -> None:
+    async def job_gone(self, uid: str) -> None:
         """The job was deleted: its loop ends, and its pods' tracking finalizers are
         released (upstream's deleteJob queues them as orphans); garbage collection
         deletes the pods by their owner reference."""
@@ -154,9 +154,8 @@ class Controller:
         rt = self.jobs.get(uid)
         if rt is not None:
             rt.loop.stop()
-        held = [pod for pod in self.pods_of(uid) if pod.has_finalizer]
         # Concurrently, as the pod deletions go (the client bounds what is in flight).
-        await asyncio.gather(*(self.pods.release_orphan(namespace, pod.name) for pod in held))
+        await asyncio.gather(*self._release_held(uid))
 
     def job_unlisted(self, uid: str) -> list[Coroutine[Any, Any, None]]:
         """The job informer saw the job deleted: the releases of the pods it still holds,
@@ -166,6 +165,10 @@ class Controller:
         rt = self.jobs.get(uid)
         if rt is not None and not rt.loop.stopped:
             return []
+        return self._release_held(uid)
+
+    def _release_held(self, uid: str) -> list[Coroutine[Any, Any, None]]:
+        """The releases of the finalizers the job's pods still hold."""
         held = [pod for pod in self.pods_of(uid) if pod.has_finalizer]
         return [self.pods.release_orphan(pod.namespace, pod.name) for pod in held]
 
