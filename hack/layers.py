@@ -21,7 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import Any, cast
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "operator" / "paralleljob"
@@ -111,7 +111,7 @@ def trace_report() -> None:
 
     calls = asyncio.run(_trace(FakeApi, FakeRecorder))
     crossing = [(a, b) for a, b in calls if a != b]
-    print("a pod's success, from handlers.pod_changed to the first API write:")
+    print("a pod's success, from caches.pod_changed to the first API write:")
     for caller, callee in crossing:
         print(f"  {caller} -> {callee}")
     touched = {m for pair in crossing for m in pair}
@@ -123,12 +123,11 @@ WRITES = {"create_pod", "delete_pod", "patch_job", "patch_job_status", "remove_p
 
 async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
     from paralleljob import constants as c
-    from paralleljob import handlers
-    from paralleljob.config import ControllerConfig
+    from paralleljob.caches import Caches
+    from paralleljob.config import MANAGE_JOBS_OFF, ControllerConfig, OperatorConfig
     from paralleljob.core.kind import PARALLELJOB
     from paralleljob.core.model import parse_pod
     from paralleljob.shell.controller import Controller
-    from paralleljob.shell.pod_cache import PodCache
 
     job = {
         "apiVersion": c.API_VERSION,
@@ -144,11 +143,8 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
     api = fake_api(job)
     config = ControllerConfig(sync_batch_seconds=0.0, status_batch_seconds=0.0)
     controller = Controller(api, fake_recorder(), config, api.pods_of, job_exists=lambda u: True)
-    app = handlers.App()
-    app.kinds = (PARALLELJOB,)
-    app.controllers = {PARALLELJOB.kind: controller}
-    app.pods = PodCache()
-    app.tasks = set()
+    caches = Caches(cast(Any, None), OperatorConfig(manage_jobs=MANAGE_JOBS_OFF))
+    caches.controllers = {PARALLELJOB.kind: controller}
     controller.job_seen(api.job)
     await _until(lambda: len(api.pods) == 1 and _idle(controller))
     [pod] = api.pods.values()
@@ -169,7 +165,7 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
             recorded.append((caller, callee))
 
     sys.setprofile(profile)
-    handlers.pod_changed(app, None, handlers.read_pod(app, body), gone=False)
+    caches.pod_changed(None, caches.read_pod(body), gone=False)
     await _until(lambda: len(api.calls) > before)
     sys.setprofile(None)
     await controller.stop_all()

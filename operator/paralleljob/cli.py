@@ -5,7 +5,9 @@ installed, that every namespace it is told to watch exists and (with leader elec
 that the Lease's namespace exists and its Lease can be read; any of these failing prints
 one line to stderr and exits with status 1. With leader election (the default, as
 kube-controller-manager's ``--leader-elect``) it stands by until it holds the Lease
-(leader.py) and exits with status 1 when it loses it.
+(leader.py) and exits with status 1 when it loses it. A standby lists and watches the
+pods and which jobs exist while it stands by (caches.py), so that it takes over with
+its caches in sync.
 """
 
 from __future__ import annotations
@@ -256,6 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import kopf
 
     from . import handlers  # registers the handlers
+    from .caches import Caches
 
     if config.manage_jobs != MANAGE_JOBS_OFF:
         handlers.watch_jobs()
@@ -284,7 +287,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     async def lead(stop: asyncio.Event) -> None:
         await kopf.operator(**options, stop_flag=stop)
 
-    return asyncio.run(run_elected(config, lead))
+    async def stand_by_warm() -> int:
+        caches = await Caches.open(config)
+        caches.start()
+        options["memo"].caches = caches  # kopf's startup attaches the controllers
+        try:
+            return await run_elected(config, lead)
+        finally:
+            await caches.close()
+
+    return asyncio.run(stand_by_warm())
 
 
 if __name__ == "__main__":

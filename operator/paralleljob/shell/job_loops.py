@@ -233,7 +233,7 @@ class JobLoops:
         """The job's syncs are over: it is forgotten."""
         self._timers.cancel(rt.uid)
         # The wake closes over the runtime: a cycle, which a frozen runtime (see
-        # handlers._freeze_until_synced) would never leave.
+        # caches.Caches._freeze_until_synced) would never leave.
         rt.loop._wake = _unattached
         if self.jobs.get(rt.uid) is rt:
             del self.jobs[rt.uid]

@@ -1,0 +1,301 @@
+"""The operator's caches: every job's pods, and which jobs exist, listed and watched by
+its own informers (shell/informer.py), each pod read once into a PodInfo (kind.kind_of_pod
+says as what kind's) and filed by its jobs' uids (pod_cache.py).
+
+The caches need no controller, so they start before any: under a leader election as
+soon as the process stands by (cli.py), so that a standby takes over with them in sync
+(a warm standby: listing 50,000 pods took 10 s on an idle API server and 16-27 s on a
+busy one, issue 23, and is off the failover's path); without one at kopf's startup. The
+controllers are attached once the process leads: each then sees every pod already
+cached, as a listing would have handed it on (orphans among them are judged then).
+
+No job syncs before the pods are listed, no pod is judged an orphan before the jobs are
+(CacheSync). kopf has no index, so no barrier that holds every handler until every
+object is indexed (issue 23: CPU quadratic in the objects).
+
+The pod watch is filtered on the server by the label every pod the operator creates
+carries (kind.WATCH_LABEL), except with PJ_MANAGE_JOBS=all: then the pods the built-in
+Job controller created are the operator's too, and they carry only
+``batch.kubernetes.io/controller-uid``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import logging
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import replace
+from typing import Any
+
+from .config import MANAGE_JOBS_ALL, MANAGE_JOBS_OFF, OperatorConfig
+from .core.kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
+from .core.model import PodInfo, parse_pod
+from .json_types import JsonDict
+from .shell.controller import CacheSync, Controller
+from .shell.informer import Informer, KubeListWatch
+from .shell.kube import Kube, load_configuration
+from .shell.pod_cache import PodCache
+
+log = logging.getLogger(__name__)
+
+#: What a pod event is read as when no Job controller runs (the keys are the same for
+#: both settings of batch_job).
+_JOB_PODS = batch_job(take_unmanaged=False)
+#: The labels that make a pod one of a job's: the operator's, or a Job's (all mode).
+_POD_LABELS = (WATCH_LABEL, _JOB_PODS.controller_uid_label)
+_TRACKING_FINALIZERS = frozenset(_JOB_PODS.finalizers + PARALLELJOB.finalizers)
+#: How often the startup freezes what it has built (seconds), and for how long at most
+#: (a controller that never catches up with the listing must not freeze for good what
+#: later collections would free).
+FREEZE_EVERY = 1.0
+FREEZE_FOR_AT_MOST = 600.0
+#: Cached pods handed to the controllers between two turns of the event loop, when
+#: they attach to caches already in sync (50,000 in one go held it for about 0.25 s).
+REPLAY_YIELD_EVERY = 1000
+
+#: A pod as the pod informer keeps it: its kind's name and what the core reads.
+CachedPod = tuple[str, PodInfo]
+
+
+def job_kinds(config: OperatorConfig) -> tuple[JobKind, ...]:
+    """The kinds of job the operator reconciles with these settings, a pod's kind looked
+    up in this order (a Job's pods made by the operator carry both kinds' labels)."""
+    if config.manage_jobs == MANAGE_JOBS_OFF:
+        return (PARALLELJOB,)
+    return (batch_job(take_unmanaged=config.manage_jobs == MANAGE_JOBS_ALL), PARALLELJOB)
+
+
+def is_jobs_pod(meta: Mapping[str, Any]) -> bool:
+    """A pod labelled as a job's; or one that was and still holds a tracking finalizer
+    (its labels removed: with PJ_MANAGE_JOBS=all no server-side selector turns that
+    into a DELETED event, and its job must release it, as upstream's ref manager does)."""
+    labels = meta.get("labels") or {}
+    finalizers = meta.get("finalizers") or ()
+    return any(label in labels for label in _POD_LABELS) or any(
+        f in _TRACKING_FINALIZERS for f in finalizers
+    )
+
+
+def _scopes(config: OperatorConfig) -> tuple[str, ...]:
+    """The namespaces watched, "" for all of them."""
+    return config.namespaces or ("",)
+
+
+def _pods_path(namespace: str) -> str:
+    return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+
+
+def _jobs_path(kind: JobKind, namespace: str) -> str:
+    if namespace:
+        return kind.path(namespace)
+    root = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    return f"{root}/{kind.plural}"
+
+
+def _job_uid(body: JsonDict) -> str:
+    """What a job informer keeps of a job: that it exists, by its uid."""
+    return str((body.get("metadata") or {}).get("uid") or "")
+
+
+class Caches:
+    """The pod cache and the informers that fill it, and the controllers they feed
+    (none while the process stands by)."""
+
+    def __init__(self, kube: Kube, config: OperatorConfig) -> None:
+        #: The operator's client: the informers' and, once leading, the controllers'.
+        self.kube = kube
+        self.kinds = job_kinds(config)
+        self._kind_names = frozenset(kind.kind for kind in self.kinds)
+        self.pods = PodCache()
+        self.synced = CacheSync(pods=asyncio.Event(), jobs=asyncio.Event())
+        #: A controller per kind of job, by kind name, once attached.
+        self.controllers: dict[str, Controller] = {}
+        #: The informers, their sync, the freezes, and the finalizer releases.
+        self.tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+        selector = "" if config.manage_jobs == MANAGE_JOBS_ALL else WATCH_LABEL
+        self.pod_informers: list[Informer[CachedPod]] = [
+            Informer(
+                KubeListWatch(kube, _pods_path(ns)),
+                project=self.read_pod,
+                on_change=self.pod_changed,
+                name=f"pods in {ns or 'all namespaces'}",
+                label_selector=selector,
+            )
+            for ns in _scopes(config)
+        ]
+        #: A metadata-only informer of each kind's jobs, by kind name, per scope.
+        self.job_informers: dict[str, list[Informer[str]]] = {
+            kind.kind: [
+                Informer(
+                    KubeListWatch(kube, _jobs_path(kind, ns), metadata_only=True),
+                    project=_job_uid,
+                    on_change=self._job_listed(kind.kind),
+                    name=f"{kind.plural} in {ns or 'all namespaces'}",
+                )
+                for ns in _scopes(config)
+            ]
+            for kind in self.kinds
+        }
+
+    @classmethod
+    async def open(cls, config: OperatorConfig) -> Caches:
+        """Caches on a client of their own, by the operator's API settings."""
+        api = config.api
+        kube = Kube(
+            await load_configuration(), concurrency=api.concurrency, qps=api.qps, burst=api.burst
+        )
+        return cls(kube, config)
+
+    def start(self) -> None:
+        """Each informer a task; and the tasks that open the gates as they sync
+        (CacheSync) and freeze what the listing builds."""
+        informers: list[Informer[Any]] = [*self.pod_informers]
+        for each in self.job_informers.values():
+            informers.extend(each)
+        for informer in informers:
+            self.spawn(informer.run(), informer.name)
+        self.spawn(self._open_gates(), "cache sync")
+        self.spawn(self._freeze_until_synced(), "freeze what the listing builds")
+
+    async def attach(self, controllers: Mapping[str, Controller]) -> None:
+        """The controllers, once the process leads: each sees the pods already cached,
+        a turn of the event loop every REPLAY_YIELD_EVERY pods (an event for a pod
+        meanwhile is seen as well: seeing a pod twice changes nothing)."""
+        self.controllers = dict(controllers)
+        for name, controller in self.controllers.items():
+            controller.job_exists = self.job_exists_for(name, controller)
+        cached = [pod for informer in self.pod_informers for pod in informer.store.values()]
+        for done, (kind, pod) in enumerate(cached, start=1):
+            self._observe(kind, pod, gone=False)
+            if done % REPLAY_YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        if cached:
+            log.info("controllers attached to caches in sync: %d pods cached", len(cached))
+        self.spawn(self._freeze_until_synced(), "freeze what the jobs' listing builds")
+
+    async def close(self) -> None:
+        """Stops the informers and closes the client (once; later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        for task in list(self.tasks):
+            task.cancel()
+        await asyncio.gather(*self.tasks, return_exceptions=True)
+        await self.kube.close()
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    # -- the pod informer's changes ------------------------------------------------------
+    def read_pod(self, body: Mapping[str, Any]) -> CachedPod | None:
+        """A pod read as of its kind; None for a pod of no job, or of a kind not
+        reconciled."""
+        meta = body.get("metadata") or {}
+        if not is_jobs_pod(meta):
+            return None
+        kind = kind_of_pod(meta, self.kinds)
+        if kind is None or kind.kind not in self._kind_names:
+            return None
+        return kind.kind, parse_pod(body, kind)
+
+    def pod_changed(self, old: CachedPod | None, new: CachedPod | None, gone: bool) -> None:
+        """The cache files the pod anew and its kind's controller sees it (a pod no
+        longer a job's is seen as gone, without the finalizer it no longer has). A
+        deleted pod's last state is seen, but no longer filed."""
+        self.pods.change(old[1] if old else None, new[1] if new and not gone else None)
+        if new is not None:
+            kind, pod = new
+        elif old is not None:
+            kind, pod = old[0], old[1] if gone else replace(old[1], has_finalizer=False)
+            gone = True
+        else:
+            return
+        self._observe(kind, pod, gone)
+
+    def _observe(self, kind: str, pod: PodInfo, gone: bool) -> None:
+        """The pod seen by its kind's controller, if attached; a finalizer release it
+        calls for runs beside the watch."""
+        controller = self.controllers.get(kind)
+        if controller is None:
+            return  # standing by: the controllers see the cache once attached
+        release = controller.observe_pod(pod, gone)
+        if release is not None:
+            self.spawn(release, f"release {pod.namespace}/{pod.name}")
+
+    # -- which jobs exist ----------------------------------------------------------------
+    def _job_listed(self, kind: str) -> Callable[[str | None, str | None, bool], None]:
+        def on_change(old: str | None, new: str | None, gone: bool) -> None:
+            """A job deleted (or no longer listed): the pods it still holds are released
+            (standing by, nothing is held for it: the controllers judge its pods as
+            orphans when they attach)."""
+            controller = self.controllers.get(kind)
+            if gone and old and controller is not None:
+                for release in controller.job_unlisted(old):
+                    self.spawn(release, f"release the pods of deleted job {old}")
+
+        return on_change
+
+    def job_exists_for(self, kind: str, controller: Controller) -> Callable[[str], bool]:
+        informers = self.job_informers[kind]
+
+        def job_exists(uid: str) -> bool:
+            """Listed or watched, or already seen by the controller (kopf's job watch
+            may be ahead of the metadata informer)."""
+            rt = controller.jobs.get(uid)
+            return (
+                (rt is not None and not rt.loop.stopped)  # a stopped loop's job is gone
+                or uid in controller.left_alone
+                or any(uid in i.store for i in informers)
+            )
+
+        return job_exists
+
+    def jobs_listed(self, kind: str) -> int:
+        """The jobs of a kind the informers list now."""
+        return sum(len(i.store) for i in self.job_informers[kind])
+
+    # -- the startup ---------------------------------------------------------------------
+    async def _open_gates(self) -> None:
+        """Job syncs start once every pod is listed; orphans are judged once every job
+        is too (the controllers attached by then; later ones judge as they attach)."""
+        await asyncio.gather(*(i.synced.wait() for i in self.pod_informers))
+        self.synced.pods.set()
+        log.info("pods listed: %d jobs have pods", len(self.pods))
+        for informers in self.job_informers.values():
+            await asyncio.gather(*(i.synced.wait() for i in informers))
+        self.synced.jobs.set()
+        await asyncio.gather(*(c.judge_orphans() for c in self.controllers.values()))
+
+    def _busy(self) -> bool:
+        """Still listing: the caches are not in sync, or a controller has not seen
+        every job its kind lists yet, or has a sync pending."""
+        return not self.synced.jobs.is_set() or any(
+            c.pending_syncs() or len(c.jobs) + len(c.left_alone) < self.jobs_listed(name)
+            for name, c in self.controllers.items()
+        )
+
+    async def _freeze_until_synced(self) -> None:
+        """Freezes every second until the listing is over (see _busy) and two looks
+        found it so. What a listing builds (a projection per pod, a record per job)
+        lives as long as its object, and a full collection scans every tracked object
+        not frozen: over 50,000 pods and 10,000 jobs one held the loop for 0.2-0.5 s,
+        several times a second (the freeze of what was imported, cli.py, leaves the GC's
+        growth heuristic little to compare against). Frozen within a second of being
+        built, each is scanned by no later collection."""
+        quiet, looks = 0, int(FREEZE_FOR_AT_MOST / FREEZE_EVERY)
+        while quiet < 2 and looks:
+            _freeze_survivors()
+            await asyncio.sleep(FREEZE_EVERY)
+            quiet, looks = (0 if self._busy() else quiet + 1), looks - 1
+        _freeze_survivors()
+
+
+def _freeze_survivors() -> None:
+    """Collects the young generations (a few milliseconds: what the last second left as
+    cyclic garbage is freed, not frozen for good), then freezes what is left."""
+    gc.collect(1)
+    gc.freeze()

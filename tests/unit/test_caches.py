@@ -1,0 +1,281 @@
+"""The caches (caches.py): pod changes from the pod informer, which jobs exist, and the
+controllers attached to caches a standby kept in sync."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from paralleljob import constants as c
+from paralleljob.caches import Caches, is_jobs_pod
+from paralleljob.config import MANAGE_JOBS_OFF, ControllerConfig, OperatorConfig
+from paralleljob.core.kind import PARALLELJOB
+from paralleljob.core.model import PodInfo
+from paralleljob.shell.controller import Controller
+from paralleljob.shell.kube import Kube
+from paralleljob.shell.runtime import JobRuntime
+
+from .fake_api import Call, FakeApi, FakeRecorder
+
+JOB: dict[str, Any] = {
+    "metadata": {"name": "j", "namespace": "ns", "uid": "u-1", "resourceVersion": "5"},
+    "spec": {},
+}
+POD: dict[str, Any] = {
+    "metadata": {
+        "name": "j-1",
+        "namespace": "ns",
+        "uid": "p-1",
+        "labels": {c.LABEL_CONTROLLER_UID: "u-1"},
+        "finalizers": [c.TRACKING_FINALIZER],
+    },
+    "status": {"phase": c.PENDING},
+}
+
+
+def _caches() -> Caches:
+    """ParallelJobs' caches, no informer started (their client is never called)."""
+    return Caches(cast(Kube, None), OperatorConfig(manage_jobs=MANAGE_JOBS_OFF))
+
+
+def _attached(
+    config: ControllerConfig, jobs: dict[str, bool] | None = None
+) -> tuple[Caches, Controller, FakeApi]:
+    """Caches with a controller attached, which reads ``jobs`` as the jobs that exist and
+    the API's pods as the pod cache."""
+    api = FakeApi(JOB)
+    known = jobs or {}
+    controller = Controller(
+        api, FakeRecorder(), config, api.pods_of, job_exists=lambda uid: uid in known
+    )
+    caches = _caches()
+    caches.controllers = {PARALLELJOB.kind: controller}
+    return caches, controller, api
+
+
+def _listed(caches: Caches, *uids: str) -> None:
+    """The jobs' informer lists these jobs."""
+    [informer] = caches.job_informers[PARALLELJOB.kind]
+    informer.store.update({uid: uid for uid in uids})
+
+
+async def _pod_event(caches: Caches, body: dict[str, Any] = POD) -> None:
+    """The pod informer's change for a pod new to it; and the release it called for."""
+    caches.pod_changed(None, caches.read_pod(body), gone=False)
+    await asyncio.gather(*caches.tasks)
+
+
+def test_a_pod_event_settles_its_job_s_expectations_and_wakes_its_loop() -> None:
+    async def run() -> JobRuntime:
+        caches, controller, _ = _attached(ControllerConfig(), {"u-1": True})
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        rt.pods.expectations.expect_creation("p-1", 0.0)
+        await _pod_event(caches)
+        return rt
+
+    rt = asyncio.run(run())
+    assert rt.loop.woken
+    assert rt.pods.expectations.satisfied({}, now=1.0), "the watch showed the pod created"
+
+
+@pytest.mark.parametrize(("job_known", "released"), [(False, True), (True, False)])
+def test_a_pod_of_no_known_job_loses_its_finalizer(job_known: bool, released: bool) -> None:
+    async def run() -> FakeApi:
+        caches, _, api = _attached(ControllerConfig(), {"u-1": True} if job_known else {})
+        api.pods["p-1"] = PodInfo("j-1", "p-1")
+        await _pod_event(caches)
+        return api
+
+    api = asyncio.run(run())
+    assert api.calls == ([Call("remove_pod_finalizer", "j-1")] if released else [])
+
+
+def test_the_pod_cache_keeps_a_pod_s_completion_index() -> None:
+    """The core's Indexed decisions read the index from the pod cache (PodInfo), never a
+    pod body: the annotations are parsed into plain int fields."""
+    meta = {
+        **POD["metadata"],
+        "annotations": {
+            "paralleljob.dev/job-completion-index": "4",
+            "paralleljob.dev/job-index-failure-count": "2",
+        },
+    }
+    caches, _, _ = _attached(ControllerConfig(), {"u-1": True})
+    caches.pod_changed(None, caches.read_pod({**POD, "metadata": meta}), gone=False)
+    [pod] = caches.pods.pods_of("u-1")
+    assert (pod.completion_index, pod.index_failure_count) == (4, 2)
+
+
+def test_a_pod_that_is_no_longer_a_job_s_leaves_the_cache_and_wakes_its_job() -> None:
+    """Its labels and finalizer removed (PJ_MANAGE_JOBS=all: no selector makes that a
+    DELETED event), the pod is out of the informer's scope: its job sees it gone, and
+    nothing is released (it holds no finalizer any more)."""
+
+    async def run() -> tuple[JobRuntime, FakeApi, Caches]:
+        caches, controller, api = _attached(ControllerConfig(), {"u-1": True})
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        old = caches.read_pod(POD)
+        caches.pod_changed(None, old, gone=False)
+        rt.loop.woken_at = None
+        caches.pod_changed(old, None, gone=False)
+        await asyncio.gather(*caches.tasks)
+        return rt, api, caches
+
+    rt, api, caches = asyncio.run(run())
+    assert caches.pods.pods_of("u-1") == []
+    assert rt.loop.woken
+    assert api.calls == []
+
+
+def test_a_deleted_pod_leaves_the_cache_and_wakes_its_job() -> None:
+    """The informer hands a DELETED event's last state on (its finalizer matters to the
+    controller), but the pod is gone: filed again, a pod deleted before it ended would
+    count as terminating for ever and hold its job's terminal condition back."""
+
+    async def run() -> tuple[list[PodInfo], JobRuntime]:
+        caches, controller, _ = _attached(ControllerConfig(), {"u-1": True})
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        cached = caches.read_pod({**POD, "metadata": {**POD["metadata"], "finalizers": []}})
+        caches.pod_changed(None, cached, gone=False)
+        caches.pod_changed(cached, cached, gone=True)
+        await asyncio.gather(*caches.tasks)
+        return caches.pods.pods_of("u-1"), rt
+
+    pods, rt = asyncio.run(run())
+    assert pods == []
+    assert rt.loop.woken
+
+
+@pytest.mark.parametrize(
+    ("meta", "watched"),
+    [
+        pytest.param({"labels": {c.LABEL_CONTROLLER_UID: "u"}}, True, id="the operator's"),
+        pytest.param(
+            {"labels": {"batch.kubernetes.io/controller-uid": "u"}}, True, id="the built-in's"
+        ),
+        pytest.param(
+            {"labels": {}, "finalizers": ["batch.kubernetes.io/job-tracking"]},
+            True,
+            id="relabelled, still tracked",
+        ),
+        pytest.param({"labels": {"app": "web"}, "finalizers": ["x/y"]}, False, id="not a job's"),
+        pytest.param({}, False, id="no labels"),
+    ],
+)
+def test_which_pods_the_caches_keep(meta: dict[str, Any], watched: bool) -> None:
+    """With PJ_MANAGE_JOBS=all the pod watch has no selector: the caches take a job's
+    pods, and a pod whose labels were removed while it holds a tracking finalizer, which
+    its job must release."""
+    assert is_jobs_pod(meta) is watched
+
+
+def test_a_job_the_jobs_informer_listed_is_no_orphan_s() -> None:
+    """Which jobs exist, for the orphan check, is read from the jobs' informers as they
+    are when asked."""
+    caches, controller, _ = _attached(ControllerConfig())
+    exists = caches.job_exists_for(PARALLELJOB.kind, controller)
+    _listed(caches, "u-9")
+    assert exists("u-9")
+    assert not exists("u-0")
+
+
+def test_a_job_deleted_mid_sync_releases_the_pods_its_last_sync_created() -> None:
+    """kopf's watch shows the deletion first: the loop stops, but its last sync still
+    creates a pod, whose event finds the job listed by the (later) jobs' informer. Its
+    deletion there releases the pod; a stopped loop alone keeps no job alive."""
+
+    async def run() -> tuple[FakeApi, list[Call]]:
+        caches, controller, api = _attached(ControllerConfig())
+        _listed(caches, "u-1")  # the informer has not seen the deletion yet
+        controller.job_exists = caches.job_exists_for(PARALLELJOB.kind, controller)
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        rt.loop.stopped = True  # kopf's DELETED came first
+        api.pods["p-1"] = PodInfo("j-1", "p-1", label_uid="u-1")
+        await _pod_event(caches)
+        before = list(api.calls)
+        [informer] = caches.job_informers[PARALLELJOB.kind]
+        del informer.store["u-1"]
+        caches._job_listed(PARALLELJOB.kind)("u-1", None, True)
+        await asyncio.gather(*caches.tasks)
+        return api, before
+
+    api, before = asyncio.run(run())
+    assert before == [], "the job was still listed when its pod came"
+    assert api.calls == [Call("remove_pod_finalizer", "j-1")]
+
+
+# -- a warm standby ---------------------------------------------------------------------
+def _standby_with(pods: list[dict[str, Any]], *, listed: tuple[str, ...]) -> Caches:
+    """Caches a standby kept: these pods cached, these jobs listed, both in sync."""
+    caches = _caches()
+    [pod_informer] = caches.pod_informers
+    for body in pods:
+        cached = caches.read_pod(body)
+        assert cached is not None
+        pod_informer.store[body["metadata"]["uid"]] = cached
+        caches.pod_changed(None, cached, gone=False)
+    _listed(caches, *listed)
+    caches.synced.pods.set()
+    caches.synced.jobs.set()
+    return caches
+
+
+def _pod(name: str, job_uid: str) -> dict[str, Any]:
+    meta = {**POD["metadata"], "name": name, "uid": f"uid-{name}"}
+    return {**POD, "metadata": {**meta, "labels": {c.LABEL_CONTROLLER_UID: job_uid}}}
+
+
+def test_a_standby_files_pods_for_no_controller() -> None:
+    """Standing by, pods are cached and nothing else happens: no controller, so no
+    release, even of a pod whose job is not listed."""
+
+    async def run() -> Caches:
+        caches = _caches()
+        await _pod_event(caches, _pod("lone", "u-gone"))
+        return caches
+
+    caches = asyncio.run(run())
+    assert [p.name for p in caches.pods.pods_of("u-gone")] == ["lone"]
+    assert not caches.tasks
+
+
+def test_controllers_attached_to_a_warm_cache_judge_its_orphans() -> None:
+    """Attached once leading, the controller sees every cached pod as a listing would
+    have handed it on: the pod of a job no longer listed (deleted while no replica led)
+    is released; the pod of a listed job is kept, and in the cache for its job's sync."""
+
+    async def run() -> tuple[FakeApi, Caches]:
+        caches = _standby_with([_pod("kept", "u-1"), _pod("orphan", "u-gone")], listed=("u-1",))
+        api = FakeApi(JOB)
+        api.pods["uid-orphan"] = PodInfo("orphan", "uid-orphan")
+        controller = Controller(api, FakeRecorder(), ControllerConfig(), caches.pods.pods_of)
+        await caches.attach({PARALLELJOB.kind: controller})
+        await asyncio.gather(*caches.tasks - _freezes(caches))
+        for task in _freezes(caches):
+            task.cancel()
+        return api, caches
+
+    api, caches = asyncio.run(run())
+    assert api.calls == [Call("remove_pod_finalizer", "orphan")]
+    assert [p.name for p in caches.pods.pods_of("u-1")] == ["kept"]
+
+
+def _freezes(caches: Caches) -> set[asyncio.Task[None]]:
+    return {t for t in caches.tasks if t.get_name().startswith("freeze")}
+
+
+def test_the_startup_is_busy_until_the_controller_has_seen_every_listed_job() -> None:
+    """The freezes go on while kopf's listing of the jobs is behind the jobs' informer (a
+    warm standby's caches are in sync before kopf has listed a job)."""
+    caches = _standby_with([], listed=("u-1",))
+    controller = Controller(FakeApi(JOB), FakeRecorder(), ControllerConfig(), caches.pods.pods_of)
+    caches.controllers = {PARALLELJOB.kind: controller}
+    assert caches._busy()
+    controller.jobs["u-1"] = JobRuntime(JOB)
+    assert not caches._busy()
