@@ -227,9 +227,19 @@ build_kind_node() {
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(etcd kwok coredns kubernetes kind)
 total=$SECONDS
+mkdir -p "$CACHE_DIR"
 for target in "${targets[@]}"; do
   case $target in
-    kubernetes | etcd | kwok | coredns | kind | keda | kind-node | e2e) "build_${target//-/_}" ;;
+    kubernetes | etcd | kwok | coredns | kind | keda | kind-node | e2e)
+      # One build of a component at a time: make test's parallel workers may ask for
+      # the same one at once (two KEDA tests did on a cold cache, and the second one's
+      # move of bin.tmp found it gone); the one that waited finds it cached.
+      (
+        exec {lock}>"$CACHE_DIR/.build-$target.lock"
+        flock "$lock"
+        "build_${target//-/_}"
+      )
+      ;;
     *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, kind, keda, kind-node or e2e)" ;;
   esac
 done
