@@ -76,6 +76,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--leader-elect", action="store_true", help="run the operator with leader election"
     )
+    parser.add_argument(
+        "--failover",
+        action="store_true",
+        help="stand the operator by while another holder has the Lease, then release it "
+        "and time the takeover (implies --leader-elect)",
+    )
     parser.add_argument("--note", default="", help="a paragraph for the results' notes")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results")
     parser.add_argument(
@@ -110,7 +116,8 @@ async def run_all(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
             probes=args.probes,
             probe_rate=args.probe_rate,
             sync_timeout=args.traced_sync_timeout if traced else args.sync_timeout,
-            leader_elect=args.leader_elect,
+            leader_elect=args.leader_elect or args.failover,
+            failover=args.failover and not traced,
             traced=traced,
             logs=logs,
         )
@@ -153,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "commit": git_commit(),
         "machine": machine(),
         "python": platform.python_version(),
-        "leader_elect": args.leader_elect,
+        "leader_elect": args.leader_elect or args.failover,
+        "failover": args.failover,
         "note": args.note,
         "logs": str(logs),
         "levels": levels,

@@ -196,6 +196,39 @@ def _load_lines(levels: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
+FAILOVER_COLUMNS = (
+    "objects",
+    "standby: pods listed",
+    "standby RSS",
+    "takeover after the release",
+    "first pod after the takeover",
+    "every job synced after the takeover",
+    "leader CPU until then",
+    "RSS peak",
+)
+
+
+def _failover_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
+    """A warm standby's takeover (failover.py), per level run in that mode."""
+    rows = [_row(FAILOVER_COLUMNS), _row(["---:"] * len(FAILOVER_COLUMNS))]
+    for r in levels:
+        f = r.get("failover")
+        if not f or f.get("error"):
+            continue
+        cells = [
+            f"{r['level']['objects']:,}",
+            _n(f.get("standby_pods_listed_s"), " s"),
+            _n(f.get("standby_rss_mib"), " MiB"),
+            _n(f.get("takeover_after_release_s"), " s", 2),
+            _n(f.get("first_pod_after_takeover_s"), " s", 2),
+            _n(f.get("synced_after_takeover_s"), " s", 2),
+            _n(f.get("leader_cpu_s"), " s"),
+            _n(f.get("peak_rss_mib"), " MiB"),
+        ]
+        rows.append(_row(cells))
+    return rows
+
+
 def render(run: dict[str, Any]) -> str:
     levels: list[dict[str, Any]] = run["levels"]
     first = levels[0] if levels else {}
@@ -228,6 +261,18 @@ def render(run: dict[str, Any]) -> str:
         *_probe_rows(levels),
         "",
     ]
+    if run.get("failover"):
+        lines += [
+            "## Failover: a warm standby takes over",
+            "",
+            "The operator stood by while another holder renewed the Lease; once it had "
+            "been sent every pod (and 3 s more), the Lease was released as a stopping "
+            "leader releases it, and a one-pod probe job created. Times from the takeover "
+            "(the standby's write of the Lease naming itself).",
+            "",
+            *_failover_rows(levels),
+            "",
+        ]
     for r in levels:
         lines += _memory_section(r)
     lines += ["## API traffic", "", *[line for r in levels for line in _traffic_lines(r)], ""]

@@ -32,7 +32,7 @@ from typing import Any
 import aiohttp
 
 from ..stats import percentile
-from . import memory, objects, procfs, resources
+from . import failover, memory, objects, procfs, resources
 from .apiserver import StubServer
 from .objects import BATCH_JOB, JobSeed, JobType
 from .promtext import Histogram, parse_histogram
@@ -73,6 +73,8 @@ class Options:
     healthz_seconds: float = 5.0
     namespaces: int = 10
     leader_elect: bool = False
+    #: Stand by first, then take over (failover.py; implies leader_elect).
+    failover: bool = False
     traced: bool = False
     logs: Path = Path("/tmp")
 
@@ -419,6 +421,8 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
     dump = options.logs / f"{stem}.tracemalloc.json"
     dump.unlink(missing_ok=True)
     op_ref: list[OperatorProcess] = []
+    if options.failover:
+        failover.seed_lease(seeded.store, SYSTEM_NAMESPACE)
     if options.traced:
         server.gate = _baseline_gate(op_ref, dump)
     op = await start_operator(options, config_path, dump, options.logs / f"{stem}.log")
@@ -460,6 +464,11 @@ async def _measure(
     dump: Path,
 ) -> dict[str, Any]:
     out: dict[str, Any] = {}
+    if options.failover:
+        out["failover"] = await _fail_over(seeded, recorder, op, options)
+        if "error" in out["failover"]:
+            out["error"] = out["failover"]["error"]
+            return out
     exited = asyncio.create_task(op.proc.wait())
     synced = asyncio.create_task(recorder.all_synced.wait())
     await asyncio.wait(
@@ -495,6 +504,39 @@ async def _measure(
         "whole_run": _lag(seen.scrapes["end"]),
     }
     return out
+
+
+#: How long the standby watches after its pod listing before the takeover (its jobs'
+#: metadata listing, and a steady watch).
+WARM_SECONDS = 3.0
+
+
+async def _fail_over(
+    seeded: Seeded, recorder: Recorder, op: OperatorProcess, options: Options
+) -> dict[str, Any]:
+    """Stands the operator by until it has been sent every pod, then fails over to it."""
+
+    def warm() -> bool:
+        listed = recorder.pods_listed_at
+        return listed is not None and time.monotonic() - listed >= WARM_SECONDS
+
+    if not await failover.hold_until(seeded.store, SYSTEM_NAMESPACE, warm, options.sync_timeout):
+        return {"error": "the standby was not sent every pod in time"}
+    if recorder.status_writes:
+        return {"error": "the standby wrote a job's status"}
+    figures = await failover.measure(
+        seeded.store,
+        seeded.crd,
+        recorder,
+        op.pid,
+        namespace=SYSTEM_NAMESPACE,
+        probe_namespace=f"{NAMESPACE_PREFIX}00",
+        pods=1,
+        timeout=options.sync_timeout,
+    )
+    assert recorder.pods_listed_at is not None
+    figures["standby_pods_listed_s"] = round(recorder.pods_listed_at - op.started, 2)
+    return figures
 
 
 def _since(later: Histogram | None, earlier: Histogram | None) -> Histogram | None:
