@@ -21,6 +21,10 @@ from .record import Recorder
 from .store import Store
 
 LEASE_NAME = "paralleljob-operator"
+#: The probe sorts after every seeded job (in the last namespace, as listed by key),
+#: as a job created during a failover sorts after jobs listed long before: kopf hands
+#: the listing on in that order, and it is queued last.
+PROBE_NAME = "zz-failover-probe"
 OLD_LEADER = "old-leader"
 #: How often the old holder renews while the standby warms up, and how often the
 #: harness looks for the takeover (seconds).
@@ -93,7 +97,7 @@ def release(store: Store, namespace: str) -> None:
 def create_probe(store: Store, crd: resources.CustomResource, namespace: str, pods: int) -> str:
     job = JobSeed(
         namespace,
-        "failover-probe",
+        PROBE_NAME,
         str(uuid.uuid4()),
         pods,
         objects.parallel_job_type(crd.storage.api_version),

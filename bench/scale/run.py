@@ -530,7 +530,7 @@ async def _fail_over(
         recorder,
         op.pid,
         namespace=SYSTEM_NAMESPACE,
-        probe_namespace=f"{NAMESPACE_PREFIX}00",
+        probe_namespace=f"{NAMESPACE_PREFIX}{options.namespaces - 1:02d}",
         pods=1,
         timeout=options.sync_timeout,
     )
