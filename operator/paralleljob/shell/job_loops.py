@@ -146,12 +146,14 @@ class JobLoops:
         self.queue_moved = float("-inf")
 
     def start(self, rt: JobRuntime) -> None:
-        """A job's first event: it is synced as soon as a worker is free."""
+        """A job's first event: it is synced as soon as a worker is free (a job not
+        started yet before the jobs queued otherwise, work_queue.py)."""
         if not self._workers:
             self._start_workers()
         self.jobs[rt.uid] = rt
         rt.loop._wake = lambda: self._woken(rt)
-        self._queue.add(rt.uid)
+        # A job no controller has started yet is new work: ahead of every resync.
+        self._queue.add(rt.uid, urgent=rt.job.status.start_time is None)
 
     def _start_workers(self) -> None:
         count = max(self.config.concurrent_syncs, 1)

@@ -12,25 +12,28 @@ from collections import deque
 class WorkQueue:
     def __init__(self) -> None:
         self._queue: deque[str] = deque()
+        self._urgent: deque[str] = deque()
         #: Keys waiting to be processed (in the queue, or to be once done).
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
         self._ready = asyncio.Event()
 
-    def add(self, key: str) -> None:
+    def add(self, key: str, *, urgent: bool = False) -> None:
+        """Queues ``key`` unless it is queued already (``urgent``: ahead of the rest,
+        unless it is being processed: then it is queued, not urgent, once done)."""
         if key in self._dirty:
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
+            (self._urgent if urgent else self._queue).append(key)
             self._ready.set()
 
     async def get(self) -> str:
-        """The next key; it is being processed until :meth:`done`."""
-        while not self._queue:
+        """The next key, urgent ones first; it is being processed until :meth:`done`."""
+        while not (self._urgent or self._queue):
             self._ready.clear()
             await self._ready.wait()
-        key = self._queue.popleft()
+        key = (self._urgent or self._queue).popleft()
         self._dirty.discard(key)
         self._processing.add(key)
         return key

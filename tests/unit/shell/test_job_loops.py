@@ -232,3 +232,33 @@ def test_a_job_waiting_for_a_worker_waits_since_the_queue_last_moved(
     assert pending_since(rt, before=10.0, queue_moved=queue_moved) is pending
     clock = loop_clock(rt, {}, now=200.0, queue_moved=queue_moved)
     assert clock.woken_at == max(1.0, queue_moved)
+
+
+def test_a_job_no_controller_has_started_is_synced_before_the_resyncs_queued_first() -> None:
+    """A restart queues every job it lists; one created meanwhile (no status.startTime)
+    goes ahead of them, as do the other new ones, in the order they came."""
+    synced: list[str] = []
+
+    async def sync(rt: JobRuntime) -> SyncReport:
+        synced.append(rt.uid)
+        return SyncReport(delay=None)
+
+    def started(uid: str) -> JobRuntime:
+        job = job_named(uid)
+        return JobRuntime({**job, "status": {"startTime": "2026-12-02T10:00:00Z"}})
+
+    async def scenario() -> None:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
+        ready = asyncio.Event()  # the caches not in sync yet: everything waits in the queue
+        loops = JobLoops(sync, config, time.monotonic, on_end=lambda rt: None, ready=ready)
+        for uid in ("old-1", "old-2"):
+            loops.start(started(uid))
+        loops.start(JobRuntime(job_named("new-1")))
+        loops.start(started("old-3"))
+        loops.start(JobRuntime(job_named("new-2")))
+        ready.set()
+        await until(lambda: len(synced) == 5)
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+    assert synced == ["new-1", "new-2", "old-1", "old-2", "old-3"]
