@@ -130,5 +130,5 @@ def test_the_layers_script_prints_the_layers_and_a_pod_event_s_path() -> None:
     traced = subprocess.run(
         [sys.executable, script, "--trace"], capture_output=True, text=True, check=True
     )
-    assert "paralleljob.handlers -> paralleljob.shell.controller" in traced.stdout
+    assert "paralleljob.caches -> paralleljob.shell.controller" in traced.stdout
     assert "module crossings through" in traced.stdout
