@@ -33,6 +33,7 @@ from .core.kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
 from .core.model import PodInfo, parse_pod
 from .json_types import JsonDict
 from .shell.controller import CacheSync, Controller
+from .shell.gc_pauses import bound_full_collections
 from .shell.informer import Informer, KubeListWatch
 from .shell.kube import Kube, load_configuration
 from .shell.pod_cache import PodCache
@@ -141,7 +142,10 @@ class Caches:
 
     @classmethod
     async def open(cls, config: OperatorConfig) -> Caches:
-        """Caches on a client of their own, by the operator's API settings."""
+        """Caches on a client of their own, by the operator's API settings (once per
+        process: what they and the controllers build is what the GC must not pause the
+        event loop over, gc_pauses.py)."""
+        bound_full_collections(asyncio.get_running_loop().call_soon_threadsafe)
         api = config.api
         kube = Kube(
             await load_configuration(), concurrency=api.concurrency, qps=api.qps, burst=api.burst

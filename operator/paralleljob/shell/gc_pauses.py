@@ -1,0 +1,59 @@
+"""Bounded pauses of the cyclic GC while the operator's memory grows.
+
+A full collection scans every tracked object not frozen, and holds the one event loop
+while it does: over the projections and records of tens of thousands of pods and jobs,
+built as they were created (not at a startup, which caches.py freezes), a running
+operator paused 1-2.5 s at 5,000 and 10,000 running jobs x 5 pods (scenario 8,
+bench/results/2026-12-02-s8-operator-warm.md). Right after a full collection, what is
+left is live: frozen then, none of it is scanned again, so each full collection scans
+only what was built since the last one. What is frozen and becomes cyclic garbage later
+is never freed (refcounting still frees the rest): hence only after a collection that
+was long, not after each.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+#: A full collection at least this long (seconds) freezes what it left.
+LONG_COLLECTION = 0.05
+
+
+class FreezeAfterLongCollections:
+    """A ``gc.callbacks`` entry: after a full collection that took ``longest`` seconds
+    or more, the survivors are frozen (``freeze`` is handed them to do so, once the
+    collection has returned: e.g. the event loop's ``call_soon_threadsafe``)."""
+
+    def __init__(
+        self,
+        schedule: Callable[[Callable[[], None]], Any],
+        longest: float = LONG_COLLECTION,
+        clock: Callable[[], float] = time.perf_counter,
+        freeze: Callable[[], None] = gc.freeze,
+    ) -> None:
+        self._schedule = schedule
+        self._longest = longest
+        self._clock = clock
+        self._freeze = freeze
+        self._started: float | None = None
+        #: Freezes asked for, for the tests and the curious.
+        self.freezes = 0
+
+    def __call__(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._started = self._clock()
+            return
+        started, self._started = self._started, None
+        if started is not None and self._clock() - started >= self._longest:
+            self.freezes += 1
+            self._schedule(self._freeze)
+
+
+def bound_full_collections(schedule: Callable[[Callable[[], None]], Any]) -> None:
+    """Installs the callback for this process (cli.py, once its event loop runs)."""
+    gc.callbacks.append(FreezeAfterLongCollections(schedule))

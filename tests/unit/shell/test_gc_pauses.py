@@ -1,0 +1,41 @@
+"""The GC callback that freezes what a long full collection left (gc_pauses.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from paralleljob.shell.gc_pauses import FreezeAfterLongCollections
+
+
+def _callback(times: list[float]) -> tuple[FreezeAfterLongCollections, list[str]]:
+    """A callback whose clock reads ``times`` in turn, freezing into a list."""
+    frozen: list[str] = []
+
+    def run_now(freeze: Callable[[], None]) -> None:
+        freeze()
+
+    callback = FreezeAfterLongCollections(
+        run_now, longest=0.05, clock=iter(times).__next__, freeze=lambda: frozen.append("x")
+    )
+    return callback, frozen
+
+
+def _collect(callback: FreezeAfterLongCollections, generation: int) -> None:
+    callback("start", {"generation": generation})
+    callback("stop", {"generation": generation})
+
+
+def test_only_a_long_full_collection_freezes_its_survivors() -> None:
+    # Three full collections: 10 ms, 200 ms, 49 ms.
+    callback, frozen = _callback([0.0, 0.01, 1.0, 1.2, 2.0, 2.049])
+    for _ in range(3):
+        _collect(callback, 2)
+    assert frozen == ["x"]
+    assert callback.freezes == 1
+
+
+def test_young_collections_are_not_timed() -> None:
+    callback, frozen = _callback([])  # the clock would raise if read
+    _collect(callback, 0)
+    _collect(callback, 1)
+    assert frozen == []
