@@ -107,7 +107,6 @@ class Caches:
         #: The operator's client: the informers' and, once leading, the controllers'.
         self.kube = kube
         self.kinds = job_kinds(config)
-        self._kind_names = frozenset(kind.kind for kind in self.kinds)
         self.pods = PodCache()
         self.synced = CacheSync(pods=asyncio.Event(), jobs=asyncio.Event())
         #: A controller per kind of job, by kind name, once attached.
@@ -202,7 +201,7 @@ class Caches:
         if not is_jobs_pod(meta):
             return None
         kind = kind_of_pod(meta, self.kinds)
-        if kind is None or kind.kind not in self._kind_names:
+        if kind is None:
             return None
         return kind.kind, parse_pod(body, kind)
 

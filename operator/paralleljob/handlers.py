@@ -31,7 +31,7 @@ from .shell import metrics
 from .shell.controller import Controller
 from .shell.events import EventRecorder
 from .shell.informer import PAGE_SIZE
-from .shell.kube import Kube, load_configuration
+from .shell.kube import load_configuration
 from .shell.progress import describe
 
 #: The batch/v1 Job as kopf watches it (the keys are the same for both settings of
@@ -44,8 +44,8 @@ class App:
 
     #: A controller per kind of job, by kind name (JobKind.kind).
     controllers: dict[str, Controller]
-    kube: Kube
     recorder: EventRecorder
+    #: The pods and which jobs exist, and the operator's client (caches.kube).
     caches: Caches
     metrics_server: web.AppRunner | None
     loop_lag: asyncio.Task[None]
@@ -109,12 +109,11 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         caches = await Caches.open(config)
         caches.start()
     app = App()
-    app.kube = caches.kube
-    app.recorder = EventRecorder(app.kube)
+    app.recorder = EventRecorder(caches.kube)
     app.caches = caches
     app.controllers = {
         kind.kind: Controller(
-            app.kube.for_kind(kind),
+            caches.kube.for_kind(kind),
             app.recorder,
             config.controller,
             pods_of=caches.pods.pods_of,

@@ -39,8 +39,6 @@ class FreezeAfterLongCollections:
         self._clock = clock
         self._freeze = freeze
         self._started: float | None = None
-        #: Freezes asked for, for the tests and the curious.
-        self.freezes = 0
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if info.get("generation") != 2:
@@ -50,7 +48,6 @@ class FreezeAfterLongCollections:
             return
         started, self._started = self._started, None
         if started is not None and self._clock() - started >= self._longest:
-            self.freezes += 1
             self._schedule(self._freeze)
 
 
