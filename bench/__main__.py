@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sys
 import time
@@ -15,7 +14,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from . import ceiling, curve, lock, plots, report
+from . import ceiling, curve, lock, output
 from .environment import (
     DEFAULTS,
     SETTINGS,
@@ -337,28 +336,8 @@ class Run:
 
     def write(self, *, show: bool = True) -> None:
         """Writes the markdown, JSON and plots; ``show`` prints the table too."""
-        self.out.mkdir(parents=True, exist_ok=True)
         stem = "-".join(x for x in (self.date, "quick" if self.quick else "", self.part) if x)
-        meta = self.metadata()
-        summaries = {setting: report.summarize(rs) for setting, rs in self.rounds.items()}
-        pods_png, latency_png = f"{stem}-s1-pods.png", f"{stem}-s3-latency.png"
-        plots.pods_over_time(self.rounds, self.out / pods_png)
-        plots.latency_cdfs(self.rounds, self.out / latency_png)
-        images = [pods_png, latency_png]
-        if plots.has_curve(self.rounds):
-            rss_png, reaction_png = f"{stem}-s8-rss.png", f"{stem}-s8-reaction.png"
-            plots.curve_rss(self.rounds, self.out / rss_png)
-            plots.curve_reaction(self.rounds, self.out / reaction_png)
-            images += [rss_png, reaction_png]
-        text = report.markdown(meta, self.rounds, summaries, self.sizes, images)
-        (self.out / f"{stem}.md").write_text(text)
-        data = report.to_json(meta, self.rounds, summaries)
-        (self.out / f"{stem}.json").write_text(json.dumps(data, indent=1) + "\n")
-        if show:
-            print(text)
-            print(
-                f"bench: results in {self.out / stem}.md (.json, plots beside it)", file=sys.stderr
-            )
+        output.write(self.out, stem, self.metadata(), self.rounds, self.sizes, show=show)
 
 
 async def run(args: argparse.Namespace) -> int:

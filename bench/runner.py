@@ -97,6 +97,24 @@ class Round:
             "series": {k: [round(v, 4) for v in vs] for k, vs in self.series.items()},
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Round:
+        """A round as :meth:`to_json` wrote it (its audit window is over)."""
+        return cls(
+            data["scenario"],
+            Arm(data["arm"]),
+            data["round"],
+            metrics=data["metrics"],
+            series=data["series"],
+            calls=data["calls"],
+            calls_per_pod=data["calls_per_pod"],
+            finished_pods=data["finished_pods"],
+            usage=data["usage"],
+            seconds=data["seconds"],
+            error=data["error"],
+            namespace=data["namespace"],
+        )
+
 
 Body = Callable[["Bench", Arm, str, Observer], Awaitable[Outcome]]
 

@@ -1,0 +1,76 @@
+"""``python -m bench.combine``: one report from partial runs' JSON files (``--part``).
+
+Scenario 8's built-in arm takes over an hour on its own, so its arms can run as separate
+parts on the same cluster setup; this merges their rounds, setting by setting, into one
+report with both arms in its tables, targets and plots."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from . import output
+from .runner import REPO_ROOT, Round
+from .scenarios import Sizes
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench.combine", description=__doc__)
+    parser.add_argument("parts", nargs="+", type=Path, help="the parts' JSON results files")
+    parser.add_argument("--stem", required=True, help="the combined files' name (<stem>.md)")
+    parser.add_argument(
+        "--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory"
+    )
+    return parser.parse_args(argv)
+
+
+def sizes_of(metas: Sequence[dict[str, Any]]) -> Sizes:
+    """The first part's sizes, with scenario 8's levels of every part."""
+    known = {f.name for f in fields(Sizes)}
+    first = {k: v for k, v in metas[0]["sizes"].items() if k in known}
+    levels = sorted({level for m in metas for level in m["sizes"]["curve_levels"]})
+    return Sizes(**{**first, "curve_levels": tuple(levels)})
+
+
+def merged_meta(metas: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    for m in metas:
+        for name, info in m["settings"].items():
+            settings.setdefault(name, info)
+    commits = list(dict.fromkeys(m["commit"] for m in metas))
+    return {
+        **metas[0],
+        "note": "; ".join(
+            [f"combined from {', '.join(names)}", *(m["note"] for m in metas if m["note"])]
+        ),
+        "commit": ", ".join(commits),
+        "settings": settings,
+        "duration_min": sum(m["duration_min"] for m in metas),
+    }
+
+
+def merged_rounds(parts: Sequence[dict[str, Any]]) -> dict[str, list[Round]]:
+    rounds: dict[str, list[Round]] = {}
+    for part in parts:
+        for setting, rs in part["rounds"].items():
+            rounds.setdefault(setting, []).extend(Round.from_json(r) for r in rs)
+    return rounds
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    parts = [json.loads(p.read_text()) for p in args.parts]
+    metas = [p["meta"] for p in parts]
+    sizes = sizes_of(metas)
+    meta = {**merged_meta(metas, [p.name for p in args.parts]), "sizes": vars(sizes)}
+    output.write(args.out, args.stem, meta, merged_rounds(parts), sizes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
