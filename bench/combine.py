@@ -23,6 +23,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.combine", description=__doc__)
     parser.add_argument("parts", nargs="+", type=Path, help="the parts' JSON results files")
     parser.add_argument("--stem", required=True, help="the combined files' name (<stem>.md)")
+    parser.add_argument("--note", default="", help="a line for the combined header")
     parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory"
     )
@@ -37,7 +38,9 @@ def sizes_of(metas: Sequence[dict[str, Any]]) -> Sizes:
     return Sizes(**{**first, "curve_levels": tuple(levels)})
 
 
-def merged_meta(metas: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, Any]:
+def merged_meta(
+    metas: Sequence[dict[str, Any]], names: Sequence[str], note: str = ""
+) -> dict[str, Any]:
     settings: dict[str, Any] = {}
     for m in metas:
         for name, info in m["settings"].items():
@@ -46,7 +49,11 @@ def merged_meta(metas: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[s
     return {
         **metas[0],
         "note": "; ".join(
-            [f"combined from {', '.join(names)}", *(m["note"] for m in metas if m["note"])]
+            [
+                f"combined from {', '.join(names)}",
+                *(m["note"] for m in metas if m["note"]),
+                *([note] if note else []),
+            ]
         ),
         "commit": ", ".join(commits),
         "settings": settings,
@@ -67,7 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parts = [json.loads(p.read_text()) for p in args.parts]
     metas = [p["meta"] for p in parts]
     sizes = sizes_of(metas)
-    meta = {**merged_meta(metas, [p.name for p in args.parts]), "sizes": vars(sizes)}
+    meta = {**merged_meta(metas, [p.name for p in args.parts], args.note), "sizes": vars(sizes)}
     output.write(args.out, args.stem, meta, merged_rounds(parts), sizes)
     return 0
 

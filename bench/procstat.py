@@ -53,7 +53,11 @@ def pid_file_pids(pid_file: Path) -> list[int]:
         pid = int(pid_file.read_text().split()[0])
     except (FileNotFoundError, IndexError, ValueError):
         return []
-    return [pid] if (PROC / str(pid)).exists() else []
+    return [pid] if alive(pid) else []
+
+
+def alive(pid: int) -> bool:
+    return (PROC / str(pid)).exists()
 
 
 def container_pids(container_id: str) -> list[int]:

@@ -49,7 +49,7 @@ def test_parts_merge_into_one_report_with_both_arms(tmp_path: Path) -> None:
     operator = _part(tmp_path, "op", Arm.OPERATOR, (1000, 10000), 200.0, "aaa")
     builtin = _part(tmp_path, "kcm", Arm.BUILTIN, (5000, 10000), 400.0, "bbb")
 
-    argv = [str(operator), str(builtin), "--stem", "both", "--out", str(tmp_path)]
+    argv = [str(operator), str(builtin), "--stem", "both", "--out", str(tmp_path), "--note", "n"]
     assert combine.main(argv) == 0
 
     data = json.loads((tmp_path / "both.json").read_text())
@@ -64,7 +64,7 @@ def test_parts_merge_into_one_report_with_both_arms(tmp_path: Path) -> None:
     assert data["meta"]["commit"] == "aaa, bbb"
     assert data["meta"]["duration_min"] == 60
     text = (tmp_path / "both.md").read_text()
-    assert "combined from op.json, kcm.json" in text
+    assert "combined from op.json, kcm.json; n" in text
     target = "| S8 operator RSS ≤ kube-controller-manager's, at 10,000 jobs | defaults |"
     assert f"{target} 200 vs 400 MiB | met |" in text
     assert (tmp_path / "both-s8-rss.png").exists()
