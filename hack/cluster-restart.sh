@@ -2,7 +2,8 @@
 # Restarts one component of the running local cluster, by its pid file, for the
 # chaos tests (tests/chaos): stops it (SIGTERM, or SIGKILL with --kill), keeps it
 # down for --down SECONDS (an outage of that length), starts it again with the same
-# function cluster-up.sh uses, and waits until it answers again.
+# function cluster-up.sh uses, and waits until it answers again. After kube-apiserver,
+# kwok is restarted too (restart_kwok says why).
 # Usage: hack/cluster-restart.sh NAME [--down SECONDS] [--kill]
 #   NAME: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet,
 #         kube-proxy, coredns or kwok
@@ -37,8 +38,30 @@ answers() {
     kubelet) curl -fsS http://127.0.0.1:10248/healthz ;;
     kube-proxy) curl -fsS http://127.0.0.1:10256/healthz ;;
     coredns) curl -fsS http://127.0.0.1:10054/health ;;
-    kwok) node_ready "$KWOK_NODE" ;;
+    kwok) node_ready "$KWOK_NODE" && kwok_holds_lease ;;
   esac
+}
+
+# kwok names a new holder of its node's Lease in each process, so a restarted kwok
+# would play none of the node's pods until its predecessor's Lease expired
+# (--node-lease-duration-seconds, 40 s); a kubelet, whose identity is its node's name,
+# renews its own at once. The stopped kwok's Lease is deleted, as if it had let go.
+release_kwok_lease() {
+  kubectl -n kube-node-lease delete lease "$KWOK_NODE" --ignore-not-found >/dev/null
+}
+
+kwok_holds_lease() { kubectl -n kube-node-lease get lease "$KWOK_NODE" >/dev/null 2>&1; }
+
+# restart_kwok: a fresh kwok. While the API server is down, kwok's client-go reflectors
+# back off (0.8 s doubling to 30 s, plus as much jitter, and reset only after 2 min
+# without a failure: tools/cache/reflector.go), so the simulated node played no pod for
+# 30-90 s after the server was back, and a test could only wait. A fresh process lists
+# and watches at once; the operator under test reconnects on its own.
+restart_kwok() {
+  stop kwok
+  release_kwok_lease
+  start_kwok
+  wait_for kwok 60 answers kwok
 }
 
 restart_main() {
@@ -61,8 +84,10 @@ restart_main() {
   STOP_GRACE_SECONDS=${STOP_GRACE_SECONDS:-5} stop "$name"
   # The outage itself: the component stays down this long on purpose.
   sleep "$down"
+  [ "$name" != kwok ] || release_kwok_lease
   start_component "$name"
   wait_for "$name" 120 answers "$name"
+  [ "$name" != kube-apiserver ] || restart_kwok
   log "cluster: $name restarted (pid $(pid_of "$name"))"
 }
 
