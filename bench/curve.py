@@ -62,6 +62,14 @@ SHARED = {"apiserver": "kube-apiserver", "etcd": "etcd"}
 KCM_METRICS = "https://127.0.0.1:10257/metrics"
 OPERATOR_METRICS_PORT = 8081
 LOOP_LAG = "paralleljob_controller_event_loop_lag_seconds"
+#: The operator's pause histograms and the figure each one's longest observation gives: the
+#: loop's lag, the part of it the operator's own work caused (the rest is its thread
+#: waiting for a CPU), and its full GC collections.
+PAUSES = {
+    LOOP_LAG: "loop_pause_max_ms",
+    "paralleljob_controller_event_loop_blocked_seconds": "loop_blocked_max_ms",
+    "paralleljob_controller_gc_full_collection_seconds": "gc_full_max_ms",
+}
 #: How long a restarted controller may take to sync every job before the round fails.
 RESYNC_TIMEOUT = 1200.0
 
@@ -135,6 +143,18 @@ def longest_observation(before: Mapping[float, float], after: Mapping[float, flo
     if everything <= 0:
         return 0.0
     return min(b for b, n in gained.items() if n >= everything)
+
+
+def longest_pauses(
+    before: Mapping[str, Mapping[float, float]], after: Mapping[str, Mapping[float, float]]
+) -> dict[str, float]:
+    """Each pause histogram's longest observation between two scrapes, in ms, by its
+    figure's name (PAUSES); none for a histogram the operator did not serve."""
+    return {
+        PAUSES[name]: longest_observation(before.get(name, {}), now) * 1000
+        for name, now in after.items()
+        if now
+    }
 
 
 def operator_synced(samples: Samples, jobs: int) -> bool:
@@ -212,11 +232,13 @@ class Scraper:
                 raise ApiError(resp.status, "GET", KCM_METRICS, text)
             return parse_metrics(text)
 
-    async def loop_lag(self, arm: Arm) -> dict[float, float] | None:
-        """The operator's loop-lag histogram now (None for the built-in: no such metric)."""
+    async def pauses(self, arm: Arm) -> dict[str, dict[float, float]]:
+        """The operator's pause histograms now, by name (none for the built-in: no such
+        metrics)."""
         if CONTROLLER[arm] != "operator":
-            return None
-        return buckets(await self.operator(), LOOP_LAG)
+            return {}
+        samples = await self.operator()
+        return {name: buckets(samples, name) for name in PAUSES}
 
     async def synced(self, arm: Arm, jobs: int) -> bool:
         try:
@@ -307,7 +329,7 @@ async def _level(
 ) -> Round:
     pods = sizes.curve_pods
     bench.log(f"s8 {arm.label}: growing the background from {have} to {level} jobs x {pods} pods")
-    lag_before = await scraper.loop_lag(arm)
+    pauses_before = await scraper.pauses(arm)
     started = time.monotonic()
     async with procstat.Sampler(bench.finders()) as grow:
         await create_jobs(
@@ -338,7 +360,7 @@ async def _level(
     result = await bench.run_round(
         f"s8-{level}", arm, 1, probe(sizes.curve_probes, sizes.curve_probe_rate)
     )
-    lag_after = await scraper.loop_lag(arm)
+    pauses_after = await scraper.pauses(arm)
     grown = grow.summary()
     figures: dict[str, float] = {
         "level_jobs": level,
@@ -353,8 +375,7 @@ async def _level(
         if name in grown:
             figures[f"{key}_grow_cpu_s"] = grown[name]["cpu_seconds"]
             figures[f"{key}_grow_peak_rss_mb"] = grown[name]["peak_rss_mb"]
-    if lag_before is not None and lag_after is not None:
-        figures["loop_pause_max_ms"] = longest_observation(lag_before, lag_after) * 1000
+    figures.update(longest_pauses(pauses_before, pauses_after))
     result.metrics = {**figures, **result.metrics}
     return result
 

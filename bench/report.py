@@ -212,7 +212,9 @@ _CURVE_COLUMNS = [
     ("controller_rss_mb", "controller RSS (MiB)"),
     ("controller_grow_cpu_s", "controller CPU, growing (s)"),
     ("controller_cpu_s", "controller CPU, probes (s)"),
-    ("loop_pause_max_ms", "longest loop pause (ms, bucket bound)"),
+    ("loop_pause_max_ms", "longest loop lag (ms, bucket bound)"),
+    ("loop_blocked_max_ms", "of it the operator's own (ms, bucket bound)"),
+    ("gc_full_max_ms", "longest full GC (ms, bucket bound)"),
     ("first_pod_p50_ms", "first pod p50 (ms)"),
     ("first_pod_p99_ms", "first pod p99 (ms)"),
     ("complete_p50_ms", "`Complete` p50 (ms)"),
@@ -303,6 +305,37 @@ class Verdict:
 
 
 Check = Callable[[dict[str, Summary], dict[str, list[Round]], Sizes], list[Verdict]]
+
+
+def _longest_pause(setting: str, levels: list[Round]) -> Verdict:
+    """No event-loop pause over 100 ms at any level: the longest the operator's own work
+    caused (GC, parsing, syncs), beside the whole lag, whose rest is its thread waiting
+    for a CPU; a run without the split is judged on the whole lag."""
+
+    def longest(figure: str) -> float | None:
+        seen = [r.metrics[figure] for r in levels if figure in r.metrics]
+        return max(seen) if seen else None
+
+    lag, own, gc = (
+        longest("loop_pause_max_ms"),
+        longest("loop_blocked_max_ms"),
+        longest("gc_full_max_ms"),
+    )
+
+    def show(observed: float, _bound: float) -> str:
+        if own is None:
+            return f"longest ≤ {observed:.0f} ms (bucket bound)"
+        shown = f"the operator's own ≤ {own:.0f} ms, the whole lag ≤ {lag or 0:.0f} ms"
+        return shown + (f", full GC ≤ {gc:.0f} ms" if gc is not None else "") + " (bucket bounds)"
+
+    return _compare(
+        "S8 no event-loop pause over 100 ms at any level",
+        setting,
+        own if own is not None else lag,
+        100.0,
+        at_most=True,
+        show=show,
+    )
 
 
 def _compare(
@@ -559,17 +592,7 @@ def _curve_targets(
                 show=lambda o, b: f"{o:.0f} vs {b:.0f} MiB",
             )
         )
-        pauses = [r.metrics["loop_pause_max_ms"] for r in mine if "loop_pause_max_ms" in r.metrics]
-        out.append(
-            _compare(
-                "S8 no event-loop pause over 100 ms at any level",
-                setting,
-                max(pauses) if pauses else None,
-                100.0,
-                at_most=True,
-                show=lambda o, b: f"longest ≤ {o:.0f} ms (bucket bound)",
-            )
-        )
+        out.append(_longest_pause(setting, mine))
         for metric, bound, label in [
             ("first_pod_p50_ms", 50.0, "first pod p50 < 50 ms"),
             ("first_pod_p99_ms", 250.0, "first pod p99 < 250 ms"),

@@ -154,3 +154,35 @@ def test_curve_targets_take_the_top_level_and_the_restart() -> None:
     assert found["S8 no event-loop pause over 100 ms at any level"].met is False
     assert found["S8 first pod p50 < 50 ms, at 1,000 jobs"].met is None
     assert found["S8 restart: peak RSS relisting < 1.5x steady, at 1,000 jobs"].met is False
+
+
+def test_the_pause_target_judges_the_operators_own_pauses_where_measured() -> None:
+    def level(n: int, **metrics: float) -> Round:
+        return Round(f"s8-{n}", Arm.OPERATOR, 1, metrics=dict(metrics))
+
+    rounds = {
+        "defaults": [
+            level(100, loop_pause_max_ms=250.0, loop_blocked_max_ms=50.0, gc_full_max_ms=25.0),
+            level(1000, loop_pause_max_ms=1000.0, loop_blocked_max_ms=100.0),
+        ]
+    }
+    summaries = {k: report.summarize(v) for k, v in rounds.items()}
+    found = {v.target: v for v in report.verdicts(summaries, rounds, QUICK)}
+    verdict = found["S8 no event-loop pause over 100 ms at any level"]
+    assert verdict.met is True
+    assert verdict.observed == (
+        "the operator's own ≤ 100 ms, the whole lag ≤ 1000 ms, full GC ≤ 25 ms (bucket bounds)"
+    )
+
+
+def test_each_pause_histograms_longest_observation_is_its_figure() -> None:
+    before = {curve.LOOP_LAG: {0.1: 1.0, math.inf: 1.0}}
+    after = {
+        curve.LOOP_LAG: {0.1: 1.0, 1.0: 2.0, math.inf: 2.0},
+        "paralleljob_controller_event_loop_blocked_seconds": {0.05: 3.0, math.inf: 3.0},
+        "paralleljob_controller_gc_full_collection_seconds": {},
+    }
+    assert curve.longest_pauses(before, after) == {
+        "loop_pause_max_ms": 1000.0,
+        "loop_blocked_max_ms": 50.0,
+    }

@@ -18,14 +18,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from . import metrics
+
 #: A full collection at least this long (seconds) freezes what it left.
 LONG_COLLECTION = 0.05
 
 
 class FreezeAfterLongCollections:
-    """A ``gc.callbacks`` entry: after a full collection that took ``longest`` seconds
-    or more, the survivors are frozen (``freeze`` is handed them to do so, once the
-    collection has returned: e.g. the event loop's ``call_soon_threadsafe``)."""
+    """A ``gc.callbacks`` entry: each full collection's duration goes to ``observe``;
+    after one that took ``longest`` seconds or more, the survivors are frozen
+    (``schedule`` is handed ``freeze`` to do so once the collection has returned: e.g.
+    the event loop's ``call_soon_threadsafe``)."""
 
     def __init__(
         self,
@@ -33,11 +36,13 @@ class FreezeAfterLongCollections:
         longest: float = LONG_COLLECTION,
         clock: Callable[[], float] = time.perf_counter,
         freeze: Callable[[], None] = gc.freeze,
+        observe: Callable[[float], None] = metrics.FULL_COLLECTIONS.observe,
     ) -> None:
         self._schedule = schedule
         self._longest = longest
         self._clock = clock
         self._freeze = freeze
+        self._observe = observe
         self._started: float | None = None
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
@@ -47,7 +52,11 @@ class FreezeAfterLongCollections:
             self._started = self._clock()
             return
         started, self._started = self._started, None
-        if started is not None and self._clock() - started >= self._longest:
+        if started is None:
+            return
+        took = self._clock() - started
+        self._observe(took)
+        if took >= self._longest:
             self._schedule(self._freeze)
 
 

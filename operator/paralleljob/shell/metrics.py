@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable, Sequence, Sized
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import Protocol
 
 from aiohttp import web
@@ -107,6 +107,8 @@ JOBS_PENDING_SYNC = Gauge(
     f"{PREFIX}_jobs_pending_sync",
     "Jobs with work waiting for a sync (woken by an event or a timer, sync not started)",
 )
+#: The buckets of the event loop's pauses (seconds).
+PAUSE_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 #: How often the event loop's lag is sampled.
 LOOP_LAG_SAMPLE_SECONDS = 0.5
 EVENT_LOOP_LAG = Histogram(
@@ -114,7 +116,21 @@ EVENT_LOOP_LAG = Histogram(
     "How late the operator's event loop ran a timer that was due (sampled every "
     f"{LOOP_LAG_SAMPLE_SECONDS} s): the wait every event, sync and API response shares "
     "while the loop is busy",
-    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+    buckets=PAUSE_BUCKETS,
+)
+EVENT_LOOP_BLOCKED = Histogram(
+    f"{PREFIX}_event_loop_blocked_seconds",
+    "The part of each event-loop lag sample the operator's own work caused (GC, parsing, "
+    "syncs): the lag less the time the loop's thread waited meanwhile for a CPU it was "
+    "ready to run on (its run-queue wait, /proc/thread-self/schedstat), which a busy "
+    "machine or a low CPU weight causes, not the operator. The whole lag where the "
+    "kernel does not report that wait",
+    buckets=PAUSE_BUCKETS,
+)
+FULL_COLLECTIONS = Histogram(
+    f"{PREFIX}_gc_full_collection_seconds",
+    "How long each full collection of Python's cyclic garbage collector held the event loop",
+    buckets=PAUSE_BUCKETS,
 )
 DURATION_REFRESH_WAITING = Gauge(
     f"{PREFIX}_duration_refresh_waiting",
@@ -238,15 +254,39 @@ def record_job_added(external_controller: str | None) -> None:
         JOBS_BY_EXTERNAL_CONTROLLER.labels(external_controller).inc()
 
 
-async def sample_loop_lag(interval: float = LOOP_LAG_SAMPLE_SECONDS) -> None:
+def thread_run_queue_wait() -> float:
+    """Seconds the calling thread has spent ready to run but waiting for a CPU (the
+    second field of ``/proc/thread-self/schedstat``), or 0.0 where the kernel does not
+    say: its lag is then all counted as the operator's own."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as stats:
+            return int(stats.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def own_part_of_lag(lag: float, run_queue_wait: float) -> float:
+    """The part of a lag sample the loop's own work caused: what its thread's wait for a
+    CPU over the sample does not explain."""
+    return max(0.0, lag - run_queue_wait)
+
+
+async def sample_loop_lag(
+    interval: float = LOOP_LAG_SAMPLE_SECONDS,
+    run_queue_wait: Callable[[], float] = thread_run_queue_wait,
+) -> None:
     """Observes, forever, how late the event loop wakes a sleep that is due: the wait that
     every event, sync and API response shares when the loop is busy. One loop runs all
-    the operator's work, so this is its saturation in one figure."""
+    the operator's work, so this is its saturation in one figure; the part of it the
+    machine caused (the thread waiting for a CPU) is told apart in EVENT_LOOP_BLOCKED."""
     loop = asyncio.get_running_loop()
     while True:
+        waited = run_queue_wait()
         due = loop.time() + interval
         await asyncio.sleep(interval)
-        EVENT_LOOP_LAG.observe(max(0.0, loop.time() - due))
+        lag = max(0.0, loop.time() - due)
+        EVENT_LOOP_LAG.observe(lag)
+        EVENT_LOOP_BLOCKED.observe(own_part_of_lag(lag, run_queue_wait() - waited))
 
 
 class FinishedWithFinalizer:

@@ -388,3 +388,48 @@ def test_the_loop_lag_sampler_observes_a_loop_blocked_past_a_due_timer() -> None
 
     asyncio.run(scenario())
     assert _lag("sum") - total >= 0.08
+
+
+def _blocked(sample: str) -> float:
+    name = f"paralleljob_controller_event_loop_blocked_seconds_{sample}"
+    return REGISTRY.get_sample_value(name) or 0.0
+
+
+@pytest.mark.parametrize(
+    ("waited_for_a_cpu", "own_at_least", "own_at_most"),
+    [(0.0, 0.08, 1.0), (10.0, 0.0, 0.05)],
+    ids=["the loop's own work", "a machine that gave the thread no CPU"],
+)
+def test_the_loop_lag_sampler_tells_the_loops_own_pauses_from_a_cpu_it_waited_for(
+    waited_for_a_cpu: float, own_at_least: float, own_at_most: float
+) -> None:
+    readings = iter([0.0, waited_for_a_cpu])
+    count, total = _blocked("count"), _blocked("sum")
+
+    async def scenario() -> None:
+        sampler = asyncio.create_task(
+            metrics.sample_loop_lag(interval=0.01, run_queue_wait=lambda: next(readings, 1e9))
+        )
+        await asyncio.sleep(0)  # the sampler's first timer is due in 10 ms
+        time.sleep(0.1)  # the loop is blocked well past it
+        await wait_for_sample(lambda: _blocked("count") > count)
+        sampler.cancel()
+
+    asyncio.run(scenario())
+    assert own_at_least <= _blocked("sum") - total <= own_at_most
+
+
+@pytest.mark.parametrize(
+    ("lag", "waited", "own"),
+    [(0.3, 0.0, 0.3), (0.3, 0.1, 0.2), (0.3, 0.5, 0.0), (0.0, 0.2, 0.0)],
+)
+def test_the_own_part_of_a_lag_is_what_the_wait_for_a_cpu_leaves(
+    lag: float, waited: float, own: float
+) -> None:
+    assert metrics.own_part_of_lag(lag, waited) == pytest.approx(own)
+
+
+def test_the_threads_run_queue_wait_only_grows() -> None:
+    first = metrics.thread_run_queue_wait()
+    sum(range(1_000_000))  # some work, so that the kernel may have made it wait
+    assert 0.0 <= first <= metrics.thread_run_queue_wait()
