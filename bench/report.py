@@ -307,6 +307,34 @@ class Verdict:
 Check = Callable[[dict[str, Summary], dict[str, list[Round]], Sizes], list[Verdict]]
 
 
+def _rss_per_pod(setting: str, levels: list[Round]) -> Verdict:
+    """At most 4 KB of RSS per pod above the baseline: the operator's growth from its
+    lowest level to its top one, over the pods added (their jobs' records included)."""
+    measured = sorted(
+        (r for r in levels if {"controller_rss_mb", "live_objects"} <= r.metrics.keys()),
+        key=_curve_level,
+    )
+    target = "S8 operator RSS ≤ 4 KiB per pod above the lowest level"
+    if len(measured) < 2:
+        return Verdict(target, setting, "not measured", None)
+    low, top = measured[0], measured[-1]
+
+    def pods(r: Round) -> float:
+        return r.metrics["live_objects"] - _curve_level(r)
+
+    grown = (top.metrics["controller_rss_mb"] - low.metrics["controller_rss_mb"]) * 1024
+    return _compare(
+        target,
+        setting,
+        grown / (pods(top) - pods(low)),
+        4.0,
+        at_most=True,
+        show=lambda o, _b: (
+            f"{o:.2f} KiB per pod, {_curve_level(low):,} → {_curve_level(top):,} jobs"
+        ),
+    )
+
+
 def _longest_pause(setting: str, levels: list[Round]) -> Verdict:
     """No event-loop pause over 100 ms at any level: the longest the operator's own work
     caused (GC, parsing, syncs), beside the whole lag, whose rest is its thread waiting
@@ -592,6 +620,7 @@ def _curve_targets(
                 show=lambda o, b: f"{o:.0f} vs {b:.0f} MiB",
             )
         )
+        out.append(_rss_per_pod(setting, mine))
         out.append(_longest_pause(setting, mine))
         for metric, bound, label in [
             ("first_pod_p50_ms", 50.0, "first pod p50 < 50 ms"),

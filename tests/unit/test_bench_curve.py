@@ -175,6 +175,24 @@ def test_the_pause_target_judges_the_operators_own_pauses_where_measured() -> No
     )
 
 
+def test_rss_per_pod_is_the_growth_from_the_lowest_level_to_the_top() -> None:
+    def level(n: int, rss: float) -> Round:
+        metrics = {"controller_rss_mb": rss, "live_objects": n * 6.0, "level_jobs": float(n)}
+        return Round(f"s8-{n}", Arm.OPERATOR, 1, metrics=metrics)
+
+    def verdict(*levels: Round) -> report.Verdict:
+        rounds = {"defaults": list(levels)}
+        summaries = {k: report.summarize(v) for k, v in rounds.items()}
+        found = {v.target: v for v in report.verdicts(summaries, rounds, QUICK)}
+        return found["S8 operator RSS ≤ 4 KiB per pod above the lowest level"]
+
+    # 9,000 more jobs x 5 pods: 45,000 pods in 90 MiB, 2.05 KiB each.
+    met = verdict(level(10000, 200.0), level(1000, 110.0))
+    assert met.met is True and met.observed == "2.05 KiB per pod, 1,000 → 10,000 jobs"
+    assert verdict(level(1000, 110.0), level(10000, 310.0)).met is False  # 4.55 KiB
+    assert verdict(level(1000, 110.0)).met is None
+
+
 def test_each_pause_histograms_longest_observation_is_its_figure() -> None:
     before = {curve.LOOP_LAG: {0.1: 1.0, math.inf: 1.0}}
     after = {
