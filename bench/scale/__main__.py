@@ -82,6 +82,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="stand the operator by while another holder has the Lease, then release it "
         "and time the takeover (implies --leader-elect)",
     )
+    parser.add_argument(
+        "--grow",
+        type=int,
+        default=0,
+        help="after the probes, create this many more jobs, whose pods the stub runs: a "
+        "running operator's growth (default 0: none)",
+    )
+    parser.add_argument(
+        "--grow-rate", type=float, default=50.0, help="growth jobs created per second"
+    )
     parser.add_argument("--note", default="", help="a paragraph for the results' notes")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results")
     parser.add_argument(
@@ -120,6 +130,8 @@ async def run_all(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
             failover=args.failover and not traced,
             traced=traced,
             logs=logs,
+            grow=0 if traced else args.grow,
+            grow_rate=args.grow_rate,
         )
         mode = "traced" if traced else "plain"
         print(
@@ -136,11 +148,13 @@ def summary_line(r: dict[str, Any]) -> str:
     if r.get("error"):
         return str(r["error"])
     probes = (r.get("probes") or {}).get("first_pod_after_watch") or {}
+    grown = r.get("growth") or {}
     return (
         f"synced {r.get('jobs_synced')} of {r['level']['jobs']} in {r.get('wall_synced_s')} s, "
         f"CPU {r.get('cpu_synced_s') or r.get('cpu_at_timeout_s')} s, "
         f"RSS peak {r.get('rss_peak_mib')} MiB, "
         f"at rest {r.get('rss_steady_mib')} MiB, first pod p50 {probes.get('p50_ms')} ms"
+        + (f", growth: longest pauses {grown.get('longest_ms')} ms" if grown else "")
     )
 
 

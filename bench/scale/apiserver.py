@@ -33,7 +33,7 @@ from aiohttp import web
 
 from . import resources
 from .labels import SelectorError, parse
-from .objects import created_pod
+from .objects import created_pod, running_status
 from .patch import merge_patch, strategic_merge_patch
 from .record import Listing, Recorder
 from .store import (
@@ -134,10 +134,14 @@ class StubServer:
         recorder: Recorder,
         *,
         bookmark_seconds: float = BOOKMARK_SECONDS,
+        run_pods_after: float | None = None,
     ) -> None:
         self.store = store
         self.recorder = recorder
         self.bookmark_seconds = bookmark_seconds
+        #: Seconds after its creation a pod runs, ready, as a kubelet would start it
+        #: (None: created pods stay as created; the seeded pods run already).
+        self.run_pods_after = run_pods_after
         self.kinds = store.kinds()
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -395,7 +399,22 @@ class StubServer:
         if kind is resources.POD:
             # generateName is resolved by the store: the stored pod's name is the real one.
             self.recorder.pod_created(_owner_uid(json.loads(stored.bare)))
+            if self.run_pods_after is not None:
+                asyncio.get_running_loop().call_later(
+                    self.run_pods_after, self._run_pod, stored.namespace, stored.name
+                )
         return self._object(stored, target, 201)
+
+    def _run_pod(self, namespace: str, name: str) -> None:
+        """A kubelet's status update: the pod runs, its container ready."""
+
+        def running(pod: Json) -> Json:
+            spec = {**pod["spec"], "nodeName": "kwok-node-0"}
+            status = running_status(name, spec, _rfc3339(), 0)
+            return {**pod, "spec": spec, "status": status}
+
+        with contextlib.suppress(ApiStatus):  # deleted meanwhile
+            self.store.update(resources.POD, namespace, name, running)
 
     async def _write(self, verb: str, request: web.Request, target: Target) -> web.Response:
         body = await self._body(request)

@@ -229,6 +229,50 @@ def _failover_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
     return rows
 
 
+GROWTH_COLUMNS = (
+    "running jobs before",
+    "jobs created",
+    "pods created",
+    "created in",
+    "pods created in",
+    "CPU",
+    "RSS before → after",
+    "longest loop lag",
+    "of it the operator's own",
+    "longest full GC",
+)
+
+
+def _bucket_ms(bounds: list[float] | None) -> str:
+    """A pause's histogram bucket in ms, e.g. "50-100 ms"."""
+    if not bounds:
+        return "-"
+    low, high = bounds
+    return f"> {low:g} ms" if math.isinf(high) else f"{low:g}-{high:g} ms"
+
+
+def _growth_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
+    """A running operator's growth (run.run_growth), per level run with one."""
+    rows = [_row(GROWTH_COLUMNS), _row(["---:"] * len(GROWTH_COLUMNS))]
+    for r in levels:
+        g = r.get("growth")
+        if not g:
+            continue
+        longest = g.get("longest_ms") or {}
+        cells = [
+            f"{r['level']['jobs']:,}",
+            f"{g['jobs']:,} at {g['rate_per_s']:g}/s",
+            _n(g.get("pods_created")),
+            _n(g.get("created_s"), " s"),
+            _n(g.get("pods_created_s"), " s"),
+            _n(g.get("cpu_s"), " s"),
+            f"{_n(g.get('rss_before_mib'), ' MiB')} → {_n(g.get('rss_after_mib'), ' MiB')}",
+            *(_bucket_ms(longest.get(key)) for key in ("lag", "own", "full_gc")),
+        ]
+        rows.append(_row(cells))
+    return rows
+
+
 def render(run: dict[str, Any]) -> str:
     levels: list[dict[str, Any]] = run["levels"]
     first = levels[0] if levels else {}
@@ -261,6 +305,19 @@ def render(run: dict[str, Any]) -> str:
         *_probe_rows(levels),
         "",
     ]
+    if any(r.get("growth") for r in levels):
+        lines += [
+            "## Growth: new jobs while the operator runs",
+            "",
+            "After the probes, new jobs of 5 pods each were created at a steady rate; the "
+            "stub ran each pod 0.5 s after its creation, as kwok does. The pauses are the "
+            "buckets of the operator's histograms over the growth: the loop's lag, the part "
+            "of it the operator's own work caused (the rest: its thread waiting for a CPU), "
+            "and its full GC collections.",
+            "",
+            *_growth_rows(levels),
+            "",
+        ]
     if run.get("failover"):
         lines += [
             "## Failover: a warm standby takes over",

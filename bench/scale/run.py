@@ -23,7 +23,7 @@ import socket
 import sys
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -40,6 +40,15 @@ from .record import Recorder
 from .store import Kind, Store
 
 LAG_METRIC = "paralleljob_controller_event_loop_lag_seconds"
+#: The operator's pause histograms a growth reports: the loop's lag, the part of it the
+#: operator's own work caused, and its full GC collections.
+PAUSE_METRICS = {
+    "lag": LAG_METRIC,
+    "own": "paralleljob_controller_event_loop_blocked_seconds",
+    "full_gc": "paralleljob_controller_gc_full_collection_seconds",
+}
+#: How long after its creation the stub runs a pod, in a growth (as kwok starts one).
+GROWTH_POD_START_SECONDS = 0.5
 #: The operator's settings, as the Deployment gets them (its ConfigMap).
 CONFIG_ENV = resources.REPO_ROOT / "manifests" / "config.env"
 TRACED_SCRIPT = Path(__file__).with_name("traced.py")
@@ -77,6 +86,11 @@ class Options:
     failover: bool = False
     traced: bool = False
     logs: Path = Path("/tmp")
+    #: After the probes, this many new jobs are created at ``grow_rate`` per second, and
+    #: the stub runs their pods: a running operator's memory growing (scenario 8's levels).
+    grow: int = 0
+    grow_rate: float = 50.0
+    grow_timeout: float = 1200.0
 
 
 @dataclass
@@ -273,16 +287,25 @@ async def probe_healthz(op: OperatorProcess, period: float, seen: Observations) 
             seen.healthz.append((started - op.started, time.monotonic() - started, code))
 
 
-async def scrape_lag(op: OperatorProcess, timeout: float = 60.0) -> Histogram | None:
+async def scrape_histograms(
+    op: OperatorProcess, names: Iterable[str], timeout: float = 60.0
+) -> dict[str, Histogram]:
+    """The histograms ``names`` from the operator's /metrics now (those it serves)."""
     url = f"http://127.0.0.1:{op.metrics_port}/metrics"
     try:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
             session.get(url) as response,
         ):
-            return parse_histogram(await response.text(), LAG_METRIC)
+            text = await response.text()
     except (aiohttp.ClientError, TimeoutError):
-        return None
+        return {}
+    found = {name: parse_histogram(text, name) for name in names}
+    return {name: h for name, h in found.items() if h is not None}
+
+
+async def scrape_lag(op: OperatorProcess) -> Histogram | None:
+    return (await scrape_histograms(op, [LAG_METRIC])).get(LAG_METRIC)
 
 
 def _sampler(op: OperatorProcess, seen: Observations, name: str) -> Callable[[], None]:
@@ -322,6 +345,66 @@ async def run_probes(
     while time.monotonic() < deadline and not all(u in recorder.first_pod_post for u in created):
         await asyncio.sleep(0.05)
     return probe_figures(created, recorder)
+
+
+# -- growth -----------------------------------------------------------------------------------
+async def run_growth(
+    seeded: Seeded, recorder: Recorder, options: Options, op: OperatorProcess, pods: int
+) -> dict[str, Any]:
+    """Creates ``options.grow`` jobs of ``pods`` pods at the growth rate, waits until
+    the operator has created every one of their pods (which the stub runs) and the
+    settle time more; the operator's longest pauses, CPU and RSS meanwhile."""
+    job_type = objects.parallel_job_type(seeded.crd.storage.api_version)
+    before = await scrape_histograms(op, PAUSE_METRICS.values())
+    start = procfs.sample(op.pid)
+    started = time.monotonic()
+    creations = recorder.pod_creations
+    for i in range(options.grow):
+        job = JobSeed(
+            f"{NAMESPACE_PREFIX}{i % options.namespaces:02d}",
+            f"grow-{i:05d}",
+            str(uuid.uuid4()),
+            pods,
+            job_type,
+        )
+        seeded.store.create(
+            seeded.crd.storage, job.namespace, objects.job_body(job, datetime.now(UTC), False)
+        )
+        await asyncio.sleep(1 / options.grow_rate)
+    created_s = time.monotonic() - started
+    wanted = creations + options.grow * pods
+    deadline = started + options.grow_timeout
+    while recorder.pod_creations < wanted and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    pods_s = time.monotonic() - started
+    await asyncio.sleep(options.settle_seconds)  # the last pods run and their status lands
+    after = await scrape_histograms(op, PAUSE_METRICS.values())
+    end = procfs.sample(op.pid)
+    out: dict[str, Any] = {
+        "jobs": options.grow,
+        "rate_per_s": options.grow_rate,
+        "created_s": round(created_s, 1),
+        "pods_created": recorder.pod_creations - creations,
+        "pods_created_s": round(pods_s, 1),
+        "longest_ms": {
+            key: _longest_ms(after[name].minus(before.get(name)))
+            for key, name in PAUSE_METRICS.items()
+            if name in after
+        },
+    }
+    if start is not None and end is not None:
+        out["cpu_s"] = round(end.cpu_seconds - start.cpu_seconds, 2)
+        out["rss_before_mib"] = _mib(start.rss_bytes)
+        out["rss_after_mib"] = _mib(end.rss_bytes)
+    if recorder.pod_creations < wanted:
+        out["error"] = f"{wanted - recorder.pod_creations} pods not created in time"
+    return out
+
+
+def _longest_ms(h: Histogram) -> list[float] | None:
+    """The bounds of the bucket holding the longest observation, in ms."""
+    top = h.max_range()
+    return [round(b * 1000, 1) for b in top] if top else None
 
 
 def _ms_stats(values: list[float]) -> dict[str, float] | None:
@@ -412,7 +495,12 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
     seed_seconds = time.monotonic() - seed_started
     recorder = Recorder()
     recorder.expect(j.uid for j in seeded.jobs)
-    server = StubServer(seeded.store, recorder, bookmark_seconds=options.bookmark_seconds)
+    server = StubServer(
+        seeded.store,
+        recorder,
+        bookmark_seconds=options.bookmark_seconds,
+        run_pods_after=GROWTH_POD_START_SECONDS if options.grow else None,
+    )
     await server.start()
     mode = "traced" if options.traced else "plain"
     stem = f"scale-{level.jobs}-{mode}"
@@ -492,6 +580,8 @@ async def _measure(
     elif out["synced"]:
         out["probes"] = await run_probes(seeded, recorder, options, level.pods_per_job)
         await asyncio.sleep(2)  # the probes' own status writes land
+        if options.grow:
+            out["growth"] = await run_growth(seeded, recorder, options, op, level.pods_per_job)
     final = procfs.sample(op.pid)
     seen.scrapes["end"] = await scrape_lag(op)
     if final is not None:

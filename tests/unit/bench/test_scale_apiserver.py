@@ -203,6 +203,34 @@ def test_a_created_pod_is_named_and_recorded_under_its_job() -> None:
     run(test)
 
 
+def test_a_created_pod_runs_after_the_delay_given_as_a_kubelet_would_start_it() -> None:
+    async def main() -> None:
+        store = seeded()
+        server = StubServer(store, Recorder(), run_pods_after=0.01)
+        await server.start()
+        body = {"metadata": objects.pod_meta(JOB), "spec": objects.template(JOB)["spec"]}
+        try:
+            async with (
+                aiohttp.ClientSession(base_url=server.url) as session,
+                session.post("/api/v1/namespaces/ns/pods", json=body) as response,
+            ):
+                name = (await response.json())["metadata"]["name"]
+            deadline = asyncio.get_running_loop().time() + 5
+            while (
+                json.loads(store.get(resources.POD, "ns", name).bare)["status"].get("phase")
+                != "Running"
+            ):
+                assert asyncio.get_running_loop().time() < deadline, "the pod never ran"
+                await asyncio.sleep(0.01)
+            pod = json.loads(store.get(resources.POD, "ns", name).bare)
+            assert pod["status"]["containerStatuses"][0]["ready"] is True
+            assert pod["spec"]["nodeName"]
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
 def test_a_path_not_served_is_404_and_recorded() -> None:
     async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
         status, body = await get(session, "/apis/kopf.dev/v1/kopfpeerings")

@@ -65,3 +65,24 @@ def test_the_report_says_how_startup_cpu_grows() -> None:
     text = report.render(run)
     assert "| 6,000 (1,000 x 5) | plain |" in text
     assert "| 600 | 50 of 50 | 5.0 ms |" in text
+
+
+def test_the_report_shows_a_growth_with_its_pauses_by_bucket() -> None:
+    level = _level(6000, 10.0) | {
+        "growth": {
+            "jobs": 4000,
+            "rate_per_s": 50.0,
+            "created_s": 80.2,
+            "pods_created": 20000,
+            "pods_created_s": 81.0,
+            "cpu_s": 40.5,
+            "rss_before_mib": 110.0,
+            "rss_after_mib": 190.5,
+            "longest_ms": {"lag": [250.0, 500.0], "own": [50.0, 100.0], "full_gc": None},
+        }
+    }
+    rows = report._growth_rows([level, _level(600, 1.0)])
+    assert rows[2:] == [
+        "| 1,000 | 4,000 at 50/s | 20,000 | 80.2 s | 81.0 s | 40.5 s | 110.0 MiB → 190.5 MiB "
+        "| 250-500 ms | 50-100 ms | - |"
+    ]
