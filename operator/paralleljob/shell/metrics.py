@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Iterable, Sequence, Sized
+from dataclasses import dataclass
 from typing import Protocol
 
 from aiohttp import web
@@ -120,11 +121,11 @@ EVENT_LOOP_LAG = Histogram(
 )
 EVENT_LOOP_BLOCKED = Histogram(
     f"{PREFIX}_event_loop_blocked_seconds",
-    "The part of each event-loop lag sample the operator's own work caused (GC, parsing, "
-    "syncs): the lag less the time the loop's thread waited meanwhile for a CPU it was "
-    "ready to run on (its run-queue wait, /proc/thread-self/schedstat), which a busy "
-    "machine or a low CPU weight causes, not the operator. The whole lag where the "
-    "kernel does not report that wait",
+    "The part of each event-loop lag sample the operator's own computing caused (GC, "
+    "parsing, syncs): the lag less the time the loop's thread waited meanwhile for a CPU "
+    "it was ready to run on (a busy machine, a low CPU weight), and at most the CPU time "
+    "it used meanwhile (the rest it was blocked off the CPU); from "
+    "/proc/thread-self/schedstat, the whole lag where the kernel does not report it",
     buckets=PAUSE_BUCKETS,
 )
 FULL_COLLECTIONS = Histogram(
@@ -254,39 +255,52 @@ def record_job_added(external_controller: str | None) -> None:
         JOBS_BY_EXTERNAL_CONTROLLER.labels(external_controller).inc()
 
 
-def thread_run_queue_wait() -> float:
-    """Seconds the calling thread has spent ready to run but waiting for a CPU (the
-    second field of ``/proc/thread-self/schedstat``), or 0.0 where the kernel does not
-    say: its lag is then all counted as the operator's own."""
+@dataclass(frozen=True)
+class ThreadTimes:
+    """A thread's scheduler times so far (seconds): on a CPU, and ready to run but
+    waiting for one (``/proc/thread-self/schedstat``'s first two fields)."""
+
+    on_cpu: float
+    waiting_for_cpu: float
+
+
+def thread_times() -> ThreadTimes | None:
+    """The calling thread's ThreadTimes, or None where the kernel does not say."""
     try:
         with open("/proc/thread-self/schedstat", encoding="ascii") as stats:
-            return int(stats.read().split()[1]) / 1e9
-    except (OSError, IndexError, ValueError):
-        return 0.0
+            on_cpu, waiting = stats.read().split()[:2]
+        return ThreadTimes(int(on_cpu) / 1e9, int(waiting) / 1e9)
+    except (OSError, ValueError):
+        return None
 
 
-def own_part_of_lag(lag: float, run_queue_wait: float) -> float:
-    """The part of a lag sample the loop's own work caused: what its thread's wait for a
-    CPU over the sample does not explain."""
-    return max(0.0, lag - run_queue_wait)
+def own_part_of_lag(lag: float, before: ThreadTimes | None, after: ThreadTimes | None) -> float:
+    """The part of a lag sample the loop's own computing caused: what its thread's wait
+    for a CPU does not explain, and no more than the CPU time it used meanwhile (the
+    rest it was off the CPU: blocked in a system call, e.g. a write to a full pipe). The
+    whole lag when the thread's times are not known."""
+    if before is None or after is None:
+        return lag
+    unexplained = max(0.0, lag - (after.waiting_for_cpu - before.waiting_for_cpu))
+    return min(unexplained, after.on_cpu - before.on_cpu)
 
 
 async def sample_loop_lag(
     interval: float = LOOP_LAG_SAMPLE_SECONDS,
-    run_queue_wait: Callable[[], float] = thread_run_queue_wait,
+    times: Callable[[], ThreadTimes | None] = thread_times,
 ) -> None:
     """Observes, forever, how late the event loop wakes a sleep that is due: the wait that
     every event, sync and API response shares when the loop is busy. One loop runs all
     the operator's work, so this is its saturation in one figure; the part of it the
-    machine caused (the thread waiting for a CPU) is told apart in EVENT_LOOP_BLOCKED."""
+    operator's own computing caused is told apart in EVENT_LOOP_BLOCKED."""
     loop = asyncio.get_running_loop()
     while True:
-        waited = run_queue_wait()
+        before = times()
         due = loop.time() + interval
         await asyncio.sleep(interval)
         lag = max(0.0, loop.time() - due)
         EVENT_LOOP_LAG.observe(lag)
-        EVENT_LOOP_BLOCKED.observe(own_part_of_lag(lag, run_queue_wait() - waited))
+        EVENT_LOOP_BLOCKED.observe(own_part_of_lag(lag, before, times()))
 
 
 class FinishedWithFinalizer:

@@ -396,19 +396,30 @@ def _blocked(sample: str) -> float:
 
 
 @pytest.mark.parametrize(
-    ("waited_for_a_cpu", "own_at_least", "own_at_most"),
-    [(0.0, 0.08, 1.0), (10.0, 0.0, 0.05)],
-    ids=["the loop's own work", "a machine that gave the thread no CPU"],
+    ("after", "own_at_least", "own_at_most"),
+    [
+        (metrics.ThreadTimes(on_cpu=10.0, waiting_for_cpu=0.0), 0.08, 1.0),
+        (metrics.ThreadTimes(on_cpu=10.0, waiting_for_cpu=10.0), 0.0, 0.05),
+        (metrics.ThreadTimes(on_cpu=0.0, waiting_for_cpu=0.0), 0.0, 0.05),
+        (None, 0.08, 1.0),
+    ],
+    ids=[
+        "the loop's own computing",
+        "a machine that gave the thread no CPU",
+        "a thread blocked off the CPU",
+        "times not known: all of it",
+    ],
 )
-def test_the_loop_lag_sampler_tells_the_loops_own_pauses_from_a_cpu_it_waited_for(
-    waited_for_a_cpu: float, own_at_least: float, own_at_most: float
+def test_the_loop_lag_sampler_tells_the_loops_own_pauses_from_the_machines(
+    after: metrics.ThreadTimes | None, own_at_least: float, own_at_most: float
 ) -> None:
-    readings = iter([0.0, waited_for_a_cpu])
+    start = metrics.ThreadTimes(0.0, 0.0) if after is not None else None
+    readings = iter([start, after])
     count, total = _blocked("count"), _blocked("sum")
 
     async def scenario() -> None:
         sampler = asyncio.create_task(
-            metrics.sample_loop_lag(interval=0.01, run_queue_wait=lambda: next(readings, 1e9))
+            metrics.sample_loop_lag(interval=0.01, times=lambda: next(readings, after))
         )
         await asyncio.sleep(0)  # the sampler's first timer is due in 10 ms
         time.sleep(0.1)  # the loop is blocked well past it
@@ -420,16 +431,28 @@ def test_the_loop_lag_sampler_tells_the_loops_own_pauses_from_a_cpu_it_waited_fo
 
 
 @pytest.mark.parametrize(
-    ("lag", "waited", "own"),
-    [(0.3, 0.0, 0.3), (0.3, 0.1, 0.2), (0.3, 0.5, 0.0), (0.0, 0.2, 0.0)],
+    ("lag", "on_cpu", "waited", "own"),
+    [
+        (0.3, 1.0, 0.0, 0.3),
+        (0.3, 1.0, 0.1, 0.2),
+        (0.3, 1.0, 0.5, 0.0),
+        (0.3, 0.05, 0.0, 0.05),
+        (0.0, 1.0, 0.2, 0.0),
+    ],
 )
-def test_the_own_part_of_a_lag_is_what_the_wait_for_a_cpu_leaves(
-    lag: float, waited: float, own: float
+def test_the_own_part_of_a_lag_is_what_the_wait_for_a_cpu_leaves_up_to_the_cpu_used(
+    lag: float, on_cpu: float, waited: float, own: float
 ) -> None:
-    assert metrics.own_part_of_lag(lag, waited) == pytest.approx(own)
+    before = metrics.ThreadTimes(1.0, 1.0)
+    after = metrics.ThreadTimes(1.0 + on_cpu, 1.0 + waited)
+    assert metrics.own_part_of_lag(lag, before, after) == pytest.approx(own)
+    assert metrics.own_part_of_lag(lag, None, after) == lag
 
 
-def test_the_threads_run_queue_wait_only_grows() -> None:
-    first = metrics.thread_run_queue_wait()
-    sum(range(1_000_000))  # some work, so that the kernel may have made it wait
-    assert 0.0 <= first <= metrics.thread_run_queue_wait()
+def test_the_threads_times_only_grow() -> None:
+    first = metrics.thread_times()
+    sum(range(1_000_000))  # some work on the CPU
+    later = metrics.thread_times()
+    assert first is not None and later is not None, "Linux reports a thread's schedstat"
+    assert first.on_cpu < later.on_cpu
+    assert 0.0 <= first.waiting_for_cpu <= later.waiting_for_cpu
