@@ -114,6 +114,8 @@ class Caches:
         #: The informers, their sync, the freezes, and the finalizer releases.
         self.tasks: set[asyncio.Task[None]] = set()
         self._closed = False
+        #: Removes the GC callback open() installed.
+        self._unbind_gc: Callable[[], None] = lambda: None
         selector = "" if config.manage_jobs == MANAGE_JOBS_ALL else WATCH_LABEL
         self.pod_informers: list[Informer[CachedPod]] = [
             Informer(
@@ -144,12 +146,13 @@ class Caches:
         """Caches on a client of their own, by the operator's API settings (once per
         process: what they and the controllers build is what the GC must not pause the
         event loop over, gc_pauses.py)."""
-        bound_full_collections(asyncio.get_running_loop().call_soon_threadsafe)
         api = config.api
         kube = Kube(
             await load_configuration(), concurrency=api.concurrency, qps=api.qps, burst=api.burst
         )
-        return cls(kube, config)
+        caches = cls(kube, config)
+        caches._unbind_gc = bound_full_collections(asyncio.get_running_loop().call_soon_threadsafe)
+        return caches
 
     def start(self) -> None:
         """Each informer a task; and the tasks that open the gates as they sync
@@ -187,6 +190,7 @@ class Caches:
             task.cancel()
         await asyncio.gather(*self.tasks, return_exceptions=True)
         await self.kube.close()
+        self._unbind_gc()
 
     def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         task = asyncio.create_task(coro, name=name)

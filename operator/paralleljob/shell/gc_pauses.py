@@ -60,6 +60,12 @@ class FreezeAfterLongCollections:
             self._schedule(self._freeze)
 
 
-def bound_full_collections(schedule: Callable[[Callable[[], None]], Any]) -> None:
-    """Installs the callback for this process (cli.py, once its event loop runs)."""
-    gc.callbacks.append(FreezeAfterLongCollections(schedule))
+def bound_full_collections(
+    schedule: Callable[[Callable[[], None]], Any],
+) -> Callable[[], None]:
+    """Installs the callback for this process (Caches.open, on its event loop); returns
+    what removes it again (Caches.close: a collection after the loop has closed must not
+    schedule on it)."""
+    callback = FreezeAfterLongCollections(schedule)
+    gc.callbacks.append(callback)
+    return lambda: gc.callbacks.remove(callback)

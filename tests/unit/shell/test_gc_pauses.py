@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 
 import pytest
 
-from paralleljob.shell.gc_pauses import FreezeAfterLongCollections
+from paralleljob.shell.gc_pauses import FreezeAfterLongCollections, bound_full_collections
 
 
 def _callback(
@@ -57,3 +58,11 @@ def test_young_collections_are_not_timed() -> None:
     _collect(callback, 0)
     _collect(callback, 1)
     assert frozen == []
+
+
+def test_the_installed_callback_is_removed_again() -> None:
+    remove = bound_full_collections(lambda freeze: None)
+    installed = gc.callbacks[-1]
+    assert isinstance(installed, FreezeAfterLongCollections)
+    remove()
+    assert installed not in gc.callbacks
