@@ -320,26 +320,29 @@ def _sampler(op: OperatorProcess, seen: Observations, name: str) -> Callable[[],
 
 
 # -- probes -----------------------------------------------------------------------------------
+def new_job(seeded: Seeded, options: Options, name: str, index: int, pods: int) -> JobSeed:
+    """A new ParallelJob of ``pods`` pods, in the namespaces in turn by ``index``."""
+    job_type = objects.parallel_job_type(seeded.crd.storage.api_version)
+    namespace = f"{NAMESPACE_PREFIX}{index % options.namespaces:02d}"
+    return JobSeed(namespace, name, str(uuid.uuid4()), pods, job_type)
+
+
+def create_job(seeded: Seeded, job: JobSeed) -> None:
+    """``job`` as a user creates it: no status yet."""
+    body = objects.job_body(job, datetime.now(UTC), running=False)
+    seeded.store.create(seeded.crd.storage, job.namespace, body)
+
+
 async def run_probes(
     seeded: Seeded, recorder: Recorder, options: Options, pods: int
 ) -> dict[str, Any]:
     """Creates the probe jobs at the probe rate and waits for each one's first pod."""
-    crd = seeded.crd
-    job_type = objects.parallel_job_type(crd.storage.api_version)
     created: dict[str, float] = {}
     for i in range(options.probes):
-        job = JobSeed(
-            f"{NAMESPACE_PREFIX}{i % options.namespaces:02d}",
-            f"probe-{i:03d}",
-            str(uuid.uuid4()),
-            pods,
-            job_type,
-        )
+        job = new_job(seeded, options, f"probe-{i:03d}", i, pods)
         recorder.timed.add(job.uid)
         created[job.uid] = recorder.clock()
-        seeded.store.create(
-            crd.storage, job.namespace, objects.job_body(job, datetime.now(UTC), running=False)
-        )
+        create_job(seeded, job)
         await asyncio.sleep(1 / options.probe_rate)
     deadline = time.monotonic() + options.probe_timeout
     while time.monotonic() < deadline and not all(u in recorder.first_pod_post for u in created):
@@ -354,22 +357,12 @@ async def run_growth(
     """Creates ``options.grow`` jobs of ``pods`` pods at the growth rate, waits until
     the operator has created every one of their pods (which the stub runs) and the
     settle time more; the operator's longest pauses, CPU and RSS meanwhile."""
-    job_type = objects.parallel_job_type(seeded.crd.storage.api_version)
     before = await scrape_histograms(op, PAUSE_METRICS.values())
     start = procfs.sample(op.pid)
     started = time.monotonic()
     creations = recorder.pod_creations
     for i in range(options.grow):
-        job = JobSeed(
-            f"{NAMESPACE_PREFIX}{i % options.namespaces:02d}",
-            f"grow-{i:05d}",
-            str(uuid.uuid4()),
-            pods,
-            job_type,
-        )
-        seeded.store.create(
-            seeded.crd.storage, job.namespace, objects.job_body(job, datetime.now(UTC), False)
-        )
+        create_job(seeded, new_job(seeded, options, f"grow-{i:05d}", i, pods))
         await asyncio.sleep(1 / options.grow_rate)
     created_s = time.monotonic() - started
     wanted = creations + options.grow * pods
