@@ -4,6 +4,7 @@ pages its lists and serves watches from a resourceVersion, as the API server doe
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -129,6 +130,35 @@ def test_a_watch_resumes_from_the_last_version_and_applies_each_event() -> None:
     assert dict(resource.watches[0])["resourceVersion"] == "2"
     assert dict(resource.watches[0])["allowWatchBookmarks"] == "true"
     assert informer.resource_version == "5", "the bookmark's version"
+
+
+def test_a_burst_of_watch_events_lets_the_event_loop_run_between_turns() -> None:
+    resource = Resource()
+    changes: list[Change] = []
+    informer = _informer(resource, changes)
+    handled_when_the_loop_ran: list[int] = []
+
+    def slow_change(old: str | None, new: str | None, gone: bool) -> None:
+        if not changes:  # the burst's first event: a callback waits for the loop's turn
+            asyncio.get_running_loop().call_soon(
+                lambda: handled_when_the_loop_ran.append(len(changes))
+            )
+        changes.append((old, new, gone))
+        time.sleep(0.002)  # each event's handling holds the loop, as a busy operator's
+
+    informer._on_change = slow_change
+
+    async def run() -> None:
+        await informer.list_all()
+        for i in range(30):  # received at once: read without a wait (60 ms of handling)
+            resource.put(f"p{i}")
+        await informer.watch()
+
+    asyncio.run(run())
+    assert len(changes) == 30
+    assert handled_when_the_loop_ran and handled_when_the_loop_ran[0] < 30, (
+        "the loop ran only once the whole burst was handled"
+    )
 
 
 def test_an_object_out_of_scope_leaves_the_store_as_not_gone() -> None:
