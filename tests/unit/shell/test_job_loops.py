@@ -152,6 +152,32 @@ def test_a_few_workers_sync_every_job_never_one_job_twice_at_once() -> None:
     assert synced.count("j-0") == 2
 
 
+def test_a_worker_lets_the_event_loop_run_between_syncs_that_make_no_call() -> None:
+    """Syncs that write nothing never wait: the worker still yields after each, so that
+    a backlog of them does not hold the event loop."""
+    synced: list[str] = []
+    ran_after: list[int] = []
+
+    async def sync(rt: JobRuntime) -> SyncReport:
+        if not synced:  # a callback waits for the loop's turn from the first sync on
+            asyncio.get_running_loop().call_soon(lambda: ran_after.append(len(synced)))
+        synced.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def scenario() -> None:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
+        ready = asyncio.Event()  # every job queued before the one worker starts
+        loops = JobLoops(sync, config, time.monotonic, on_end=lambda rt: None, ready=ready)
+        for i in range(20):
+            loops.start(JobRuntime(job_named(f"j-{i}")))
+        ready.set()
+        await until(lambda: len(synced) == 20)
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+    assert ran_after == [1], "the loop ran right after the first sync, not after all 20"
+
+
 def test_the_delay_a_sync_asks_for_is_one_timer_that_queues_the_job() -> None:
     synced: list[float] = []
 
