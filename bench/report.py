@@ -3,6 +3,7 @@ the built-in, the issue's targets met or missed, as markdown and JSON."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -353,7 +354,12 @@ def _longest_pause(setting: str, levels: list[Round]) -> Verdict:
     def show(observed: float, _bound: float) -> str:
         if own is None:
             return f"longest ≤ {observed:.0f} ms (bucket bound)"
-        shown = f"the operator's own ≤ {own:.0f} ms, the whole lag ≤ {lag or 0:.0f} ms"
+        whole = (
+            "beyond its last bucket"
+            if lag is not None and math.isinf(lag)
+            else f"≤ {lag or 0:.0f} ms"
+        )
+        shown = f"the operator's own ≤ {own:.0f} ms, the whole lag {whole}"
         return shown + (f", full GC ≤ {gc:.0f} ms" if gc is not None else "") + " (bucket bounds)"
 
     return _compare(
