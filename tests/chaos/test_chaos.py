@@ -48,7 +48,10 @@ def _sampler(core_v1: Any, k: Kubectl, run: Run) -> ActiveSampler:
 def test_operator_sigkilled_every_2_to_5_seconds(
     operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
 ) -> None:
-    run = Run("killed", completions=PODS, parallelism=PODS // 6, duration="3s")
+    # Six waves of 5 s pods: at least 30 s, so that three kills (2-5 s apart, each
+    # followed by a restart) land before the last wave, however fast the operator
+    # recovers (with 3 s pods a quick run saw only two: CI, 2026-12-03).
+    run = Run("killed", completions=PODS, parallelism=PODS // 6, duration="5s")
     chaos = random.Random(os.environ.get("CHAOS_SEED", "9"))
     with _watch(core_v1, k, run) as watch, _sampler(core_v1, k, run) as sampler:
         start(k, watch, run)
