@@ -469,8 +469,11 @@ async def _restart_operator(
         lease = await bench.kube.get(
             f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{OPERATOR_LEASE}"
         )
-        stamp = str((lease.get("spec") or {}).get("renewTime") or "")
-        return bool(stamp) and datetime.fromisoformat(stamp) > killed_at
+        spec = lease.get("spec") or {}
+        stamp = str(spec.get("renewTime") or "")
+        # A restarted container's release of its pod's Lease (leader.py) leads nothing.
+        held = bool(spec.get("holderIdentity"))
+        return held and bool(stamp) and datetime.fromisoformat(stamp) > killed_at
 
     # The new leader: the first to renew the Lease after the kill (the killed one cannot).
     async def found() -> bool:

@@ -292,7 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         caches.start()
         options["memo"].caches = caches  # kopf's startup attaches the controllers
         try:
-            return await run_elected(config, lead)
+            return await run_elected(config, lead, warm=caches.synced.jobs.is_set)
         finally:
             await caches.close()
 

@@ -101,7 +101,9 @@ def test_failover_after_the_leader_is_sigkilled(
         failover = _created_after(watch, killed)
         new = pair.leader(k)
         print(f"\nfailover ({'restarted' if restarted else 'standby'}): {failover:.1f} s")
-        assert new is (leader if restarted else pair.other(leader))
+        # Restarted in place, the process hands its pod's lease over to the standby,
+        # whose caches are in sync, rather than wait for the lease to expire.
+        assert new is pair.other(leader)
         wait_until(lambda: k.finished(name), timeout=120, what=f"{name} done")
     status = k.status(name)
     assert (status["succeeded"], status.get("failed", 0)) == (40, 0)

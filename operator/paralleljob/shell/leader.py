@@ -57,6 +57,9 @@ LEASES_API = "/apis/coordination.k8s.io/v1"
 
 T = TypeVar("T")
 
+#: A standby's looks at the lease that a candidate unable to act at once waits for.
+YIELD_POLLS = 2
+
 
 def lease_path(namespace: str, name: str = "") -> str:
     path = f"{LEASES_API}/namespaces/{namespace}/leases"
@@ -164,6 +167,34 @@ def retry_delay(retry_period: float, rand: float) -> float:
     return retry_period * (1 + rand * JITTER_FACTOR)
 
 
+def yield_window(retry_period: float) -> float:
+    """How long a candidate that cannot act at once leaves a free lease to a standby that
+    can: two of a standby's longest waits between two looks at the lease (retry_delay)."""
+    return YIELD_POLLS * retry_period * (1 + JITTER_FACTOR)
+
+
+def free_since(observed: Observation) -> float:
+    """When the observed lease became free to take (monotonic): when it was seen released
+    (no holder), else when it expired."""
+    if observed.record.holder == "":
+        return observed.at
+    return observed.at + observed.record.lease_duration_seconds
+
+
+def leaves_it_to_a_standby(
+    observed: Observation, now: float, *, warm: bool, handed_over_at: float | None, window: float
+) -> bool:
+    """Whether a candidate leaves a lease that is free to take to a warm standby, for now.
+
+    A candidate whose caches are not in sync could act only once they are (its pods
+    listed: 16-27 s at 50,000 pods, issue 23), and one that has just handed over its pod's
+    previous lease did so for a standby to take: each leaves it for ``window`` from when it
+    became free (or was handed over), then takes it, as no standby did."""
+    if handed_over_at is not None and now < handed_over_at + window:
+        return True
+    return not warm and now < free_since(observed) + window
+
+
 # -- the I/O -----------------------------------------------------------------------------
 
 
@@ -265,7 +296,11 @@ class Elector:
     leading, ``release`` when done."""
 
     def __init__(
-        self, lock: LeaseLock, config: LeaderElectionConfig, clock: Clock | None = None
+        self,
+        lock: LeaseLock,
+        config: LeaderElectionConfig,
+        clock: Clock | None = None,
+        warm: Callable[[], bool] = lambda: True,
     ) -> None:
         if not config.identity:
             raise ValueError("leader election needs this candidate's identity")
@@ -273,12 +308,19 @@ class Elector:
         self.config = config
         self.identity = config.identity
         self.clock: Clock = clock or SystemClock()
+        #: Whether this candidate could act at once if it led (its caches in sync).
+        self.warm = warm
         self.observed: Observation | None = None
         self.last_error = ""
+        #: This process wrote the lease naming it: a lease naming this identity that it
+        #: did not write is its pod's previous process's, which is gone.
+        self._acquired = False
+        #: When this process handed that lease over (monotonic).
+        self._handed_over_at: float | None = None
 
     @property
     def leading(self) -> bool:
-        return is_leader(self.observed, self.identity)
+        return self._acquired and is_leader(self.observed, self.identity)
 
     @property
     def holder(self) -> str:
@@ -338,13 +380,44 @@ class Elector:
         self.observed = observe(self.observed, current, self.clock.monotonic())
         if held_by_another(self.observed, self.identity, now):
             return False
-        # 4. Renew it (this candidate holds it) or take it over.
+        # 4. This pod's previous process's (a container restarted in place): handed over.
+        if current.holder == self.identity and not self._acquired:
+            await self._hand_over(current, deadline)
+            return False
+        # 5. Renew it (this candidate holds it), or take it over unless a warm standby may.
+        if not self.leading and self._leaves_it_to_a_standby():
+            return False
         record = claim(self.identity, duration, self.clock.now(), current, self.leading)
         await self._io(self.lock.update(record), deadline)
         return self._took(record)
 
+    def _leaves_it_to_a_standby(self) -> bool:
+        assert self.observed is not None
+        return leaves_it_to_a_standby(
+            self.observed,
+            self.clock.monotonic(),
+            warm=self.warm(),
+            handed_over_at=self._handed_over_at,
+            window=yield_window(self.config.retry_period_seconds),
+        )
+
+    async def _hand_over(self, current: LeaseRecord, deadline: float | None) -> None:
+        """Releases the lease this pod's previous process held (the kubelet restarted its
+        container), for a standby to take at its next look: a standby has its caches in
+        sync, this process has just started listing (at 50,000 pods, resuming cold made
+        a new job's first pod wait 23 s, issue 23)."""
+        record = released(self.clock.now(), current)
+        await self._io(self.lock.update(record), deadline)
+        self.observed = Observation(record, self.clock.monotonic())
+        self._handed_over_at = self.observed.at
+        log.info(
+            "lease %s names this pod, whose previous process is gone: released for a standby",
+            self.lock.describe,
+        )
+
     def _took(self, record: LeaseRecord) -> bool:
         self.observed = Observation(record, self.clock.monotonic())
+        self._acquired = True
         self.last_error = ""
         return True
 
@@ -523,8 +596,11 @@ async def serve_standby(
     return runners
 
 
-async def run_elected(config: OperatorConfig, lead: Lead) -> int:
-    """The operator under an election (config.leader_election); the exit status."""
+async def run_elected(
+    config: OperatorConfig, lead: Lead, warm: Callable[[], bool] = lambda: True
+) -> int:
+    """The operator under an election (config.leader_election); the exit status.
+    ``warm``: whether the operator could act at once if it led (Elector.warm)."""
     election = config.leader_election
     kube = Kube(await load_configuration(), concurrency=2)
     # The client's own timeout only backs up the attempts' deadlines (at most the renew
@@ -532,7 +608,7 @@ async def run_elected(config: OperatorConfig, lead: Lead) -> int:
     lock = KubeLeaseLock(
         kube, election.namespace, election.lease_name, timeout=election.lease_duration_seconds
     )
-    elector = Elector(lock, election)
+    elector = Elector(lock, election, warm=warm)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

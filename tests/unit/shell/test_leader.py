@@ -31,8 +31,10 @@ from paralleljob.shell.leader import (
     SystemClock,
     campaign,
     claim,
+    free_since,
     held_by_another,
     lease_valid,
+    leaves_it_to_a_standby,
     micro_time,
     observe,
     record_of,
@@ -40,6 +42,7 @@ from paralleljob.shell.leader import (
     retry_delay,
     serve_standby,
     spec_of,
+    yield_window,
 )
 from tests.support.wait import wait_until_async
 
@@ -455,15 +458,79 @@ def test_a_released_lease_is_taken_at_once() -> None:
     assert server.record.holder == "pod-b"
 
 
-def test_a_restarted_process_with_the_same_identity_resumes_at_once() -> None:
-    """As client-go: the pod's name is its identity, and a container restarted in the same
-    pod is the same candidate (the old process is gone)."""
+def test_a_restarted_process_hands_its_pods_lease_over_to_a_warm_standby() -> None:
+    """The pod's name is its identity: a container restarted in the same pod finds the
+    lease naming it, held by its previous process, which is gone. It releases it for the
+    standby, whose caches are in sync (its own have just started listing)."""
+    server, clock = FakeLeaseServer(), FakeClock()
+    a, _ = candidate("pod-a", server, clock)
+    standby, _ = candidate("pod-b", server, clock)
+    assert attempt(a)
+    assert not attempt(standby)
+    again, _ = candidate("pod-a", server, clock)
+    assert not attempt(again) and not again.leading
+    assert server.record is not None and server.record.holder == ""
+    clock.t += 1
+    assert not attempt(again), "it leaves the lease to a standby's next look"
+    assert attempt(standby), "no wait for the lease to expire"
+    assert server.record.holder == "pod-b" and server.record.transitions == 1
+
+
+def test_a_restarted_process_with_no_standby_takes_its_lease_back_after_the_window() -> None:
     server, clock = FakeLeaseServer(), FakeClock()
     a, _ = candidate("pod-a", server, clock)
     assert attempt(a)
     again, _ = candidate("pod-a", server, clock)
-    assert attempt(again)
-    assert server.record is not None and server.record.transitions == 0
+    assert not attempt(again)
+    window = yield_window(KCM_TIMINGS["retry_period_seconds"])
+    assert window == pytest.approx(2 * 2 * (1 + 1.2)), "two of a standby's longest waits"
+    clock.t += window - 0.1
+    assert not attempt(again)
+    clock.t += 0.1
+    assert attempt(again) and again.leading
+
+
+def test_a_cold_candidate_leaves_a_free_lease_to_a_warm_one_for_the_window() -> None:
+    """A replacement pod that has just started (its caches listing) and a standby racing
+    for a lease the leader released: the standby takes it."""
+    server, clock = FakeLeaseServer(), FakeClock()
+    a, _ = candidate("pod-a", server, clock)
+    assert attempt(a)
+    cold, _ = candidate("pod-c", server, clock)
+    cold.warm = lambda: False
+    warm, _ = candidate("pod-b", server, clock)
+    assert not attempt(cold) and not attempt(warm)
+    assert asyncio.run(a.release())
+    assert not attempt(cold), "cold: it leaves the free lease to a standby"
+    assert attempt(warm)
+
+
+@pytest.mark.parametrize(
+    ("warm", "handed_over_at", "now", "expected"),
+    [
+        (True, None, 1000.0, False),  # warm: takes it at once
+        (False, None, 1000.0, True),  # cold, the lease free since 995
+        (False, None, 1003.8, False),  # cold, and nobody took it within the window (8.8 s)
+        (True, 999.0, 1000.0, True),  # warm, but it has just handed it over
+        (True, 999.0, 1007.8, False),
+    ],
+)
+def test_leaves_it_to_a_standby(
+    warm: bool, handed_over_at: float | None, now: float, expected: bool
+) -> None:
+    released_at = Observation(LeaseRecord("", 1, "t", "t", 3), 995.0)
+    assert (
+        leaves_it_to_a_standby(
+            released_at, now, warm=warm, handed_over_at=handed_over_at, window=8.8
+        )
+        is expected
+    )
+
+
+def test_an_expired_lease_is_free_from_its_expiry() -> None:
+    held = Observation(LeaseRecord("pod-a", 15, "t", "t", 0), 100.0)
+    assert free_since(held) == 115.0
+    assert free_since(Observation(LeaseRecord("", 1, "t", "t", 0), 100.0)) == 100.0
 
 
 def test_the_leader_gives_up_after_the_renew_deadline_without_the_api_server(
