@@ -36,6 +36,7 @@ import aiohttp
 from . import procstat
 from .kube import ApiError, Credentials
 from .observer import Observer, RoundFailed
+from .pauses import FULL_GC, LOOP_BLOCKED, LOOP_LAG
 from .runner import (
     CLUSTER_DIR,
     OPERATOR_LEASE,
@@ -61,14 +62,11 @@ CONTROLLER = {
 SHARED = {"apiserver": "kube-apiserver", "etcd": "etcd"}
 KCM_METRICS = "https://127.0.0.1:10257/metrics"
 OPERATOR_METRICS_PORT = 8081
-LOOP_LAG = "paralleljob_controller_event_loop_lag_seconds"
-#: The operator's pause histograms and the figure each one's longest observation gives: the
-#: loop's lag, the part of it the operator's own work caused (the rest is its thread
-#: waiting for a CPU), and its full GC collections.
+#: The operator's pause histograms and the figure each one's longest observation gives.
 PAUSES = {
     LOOP_LAG: "loop_pause_max_ms",
-    "paralleljob_controller_event_loop_blocked_seconds": "loop_blocked_max_ms",
-    "paralleljob_controller_gc_full_collection_seconds": "gc_full_max_ms",
+    LOOP_BLOCKED: "loop_blocked_max_ms",
+    FULL_GC: "gc_full_max_ms",
 }
 #: How long a restarted controller may take to sync every job before the round fails.
 RESYNC_TIMEOUT = 1200.0

@@ -31,6 +31,7 @@ from typing import Any
 
 import aiohttp
 
+from ..pauses import FULL_GC, LOOP_BLOCKED, LOOP_LAG
 from ..stats import percentile
 from . import failover, memory, objects, procfs, resources
 from .apiserver import StubServer
@@ -39,14 +40,9 @@ from .promtext import Histogram, parse_histogram
 from .record import Recorder
 from .store import Kind, Store
 
-LAG_METRIC = "paralleljob_controller_event_loop_lag_seconds"
 #: The operator's pause histograms a growth reports: the loop's lag, the part of it the
 #: operator's own work caused, and its full GC collections.
-PAUSE_METRICS = {
-    "lag": LAG_METRIC,
-    "own": "paralleljob_controller_event_loop_blocked_seconds",
-    "full_gc": "paralleljob_controller_gc_full_collection_seconds",
-}
+PAUSE_METRICS = {"lag": LOOP_LAG, "own": LOOP_BLOCKED, "full_gc": FULL_GC}
 #: How long after its creation the stub runs a pod, in a growth (as kwok starts one).
 GROWTH_POD_START_SECONDS = 0.5
 #: The operator's settings, as the Deployment gets them (its ConfigMap).
@@ -305,7 +301,7 @@ async def scrape_histograms(
 
 
 async def scrape_lag(op: OperatorProcess) -> Histogram | None:
-    return (await scrape_histograms(op, [LAG_METRIC])).get(LAG_METRIC)
+    return (await scrape_histograms(op, [LOOP_LAG])).get(LOOP_LAG)
 
 
 def _sampler(op: OperatorProcess, seen: Observations, name: str) -> Callable[[], None]:
