@@ -25,6 +25,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--stem", required=True, help="the combined files' name (<stem>.md)")
     parser.add_argument("--note", default="", help="a line for the combined header")
     parser.add_argument(
+        "--latest",
+        action="store_true",
+        help="a scenario's rounds of one arm from the last part that has any (a rerun "
+        "supersedes an earlier part's rounds), not from every part",
+    )
+    parser.add_argument(
         "--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory"
     )
     return parser.parse_args(argv)
@@ -61,11 +67,20 @@ def merged_meta(
     }
 
 
-def merged_rounds(parts: Sequence[dict[str, Any]]) -> dict[str, list[Round]]:
+def merged_rounds(
+    parts: Sequence[dict[str, Any]], *, latest: bool = False
+) -> dict[str, list[Round]]:
+    """Every part's rounds, setting by setting (``latest``: of a scenario and arm, only the
+    last part's that has any)."""
     rounds: dict[str, list[Round]] = {}
     for part in parts:
         for setting, rs in part["rounds"].items():
-            rounds.setdefault(setting, []).extend(Round.from_json(r) for r in rs)
+            new = [Round.from_json(r) for r in rs]
+            if latest:
+                rerun = {(r.scenario, r.arm) for r in new}
+                kept = [r for r in rounds.get(setting, []) if (r.scenario, r.arm) not in rerun]
+                rounds[setting] = kept
+            rounds.setdefault(setting, []).extend(new)
     return rounds
 
 
@@ -75,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     metas = [p["meta"] for p in parts]
     sizes = sizes_of(metas)
     meta = {**merged_meta(metas, [p.name for p in args.parts], args.note), "sizes": vars(sizes)}
-    output.write(args.out, args.stem, meta, merged_rounds(parts), sizes)
+    output.write(args.out, args.stem, meta, merged_rounds(parts, latest=args.latest), sizes)
     return 0
 
 

@@ -77,3 +77,22 @@ def test_a_round_survives_its_json() -> None:
     r.error = "boom"
     back = Round.from_json(json.loads(json.dumps(r.to_json())))
     assert back == r
+
+
+def test_latest_keeps_a_reruns_rounds_instead_of_the_earlier_parts(tmp_path: Path) -> None:
+    """A built-in arm rerun at its top level only (its restart measured again)."""
+    first = _part(tmp_path, "kcm", Arm.BUILTIN, (5000, 10000), 400.0, "aaa")
+    rerun = _part(tmp_path, "kcm-again", Arm.BUILTIN, (10000,), 500.0, "bbb")
+    operator = _part(tmp_path, "op", Arm.OPERATOR, (10000,), 200.0, "ccc")
+    argv = [str(first), str(rerun), str(operator), "--stem", "all", "--out", str(tmp_path)]
+    assert combine.main([*argv, "--latest"]) == 0
+    data = json.loads((tmp_path / "all.json").read_text())
+    kept = sorted(
+        (r["scenario"], r["arm"], r["metrics"]["controller_rss_mb"])
+        for r in data["rounds"]["defaults"]
+    )
+    assert kept == [
+        ("s8-10000", "Job", 500.0),
+        ("s8-10000", "ParallelJob", 200.0),
+        ("s8-5000", "Job", 400.0),
+    ]
