@@ -36,7 +36,7 @@ import aiohttp
 from . import procstat
 from .kube import ApiError, Credentials
 from .observer import Observer, RoundFailed
-from .pauses import FULL_GC, LOOP_BLOCKED, LOOP_LAG
+from .pauses import FULL_GC, FULL_GC_BLOCKED, LOOP_BLOCKED, LOOP_LAG
 from .runner import (
     CLUSTER_DIR,
     OPERATOR_LEASE,
@@ -67,6 +67,7 @@ PAUSES = {
     LOOP_LAG: "loop_pause_max_ms",
     LOOP_BLOCKED: "loop_blocked_max_ms",
     FULL_GC: "gc_full_max_ms",
+    FULL_GC_BLOCKED: "gc_full_blocked_max_ms",
 }
 #: How long a restarted controller may take to sync every job before the round fails.
 RESYNC_TIMEOUT = 1200.0

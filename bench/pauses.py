@@ -8,3 +8,5 @@ LOOP_LAG = "paralleljob_controller_event_loop_lag_seconds"
 LOOP_BLOCKED = "paralleljob_controller_event_loop_blocked_seconds"
 #: Every full collection of the cyclic GC.
 FULL_GC = "paralleljob_controller_gc_full_collection_seconds"
+#: The part of each full collection the operator's own computing took.
+FULL_GC_BLOCKED = "paralleljob_controller_gc_full_collection_blocked_seconds"

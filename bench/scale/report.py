@@ -240,6 +240,7 @@ GROWTH_COLUMNS = (
     "longest loop lag",
     "of it the operator's own",
     "longest full GC",
+    "of it the operator's own",
 )
 
 
@@ -267,7 +268,7 @@ def _growth_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
             _n(g.get("pods_created_s"), " s"),
             _n(g.get("cpu_s"), " s"),
             f"{_n(g.get('rss_before_mib'), ' MiB')} → {_n(g.get('rss_after_mib'), ' MiB')}",
-            *(_bucket_ms(longest.get(key)) for key in ("lag", "own", "full_gc")),
+            *(_bucket_ms(longest.get(key)) for key in ("lag", "own", "full_gc", "full_gc_own")),
         ]
         rows.append(_row(cells))
     return rows

@@ -31,7 +31,7 @@ from typing import Any
 
 import aiohttp
 
-from ..pauses import FULL_GC, LOOP_BLOCKED, LOOP_LAG
+from ..pauses import FULL_GC, FULL_GC_BLOCKED, LOOP_BLOCKED, LOOP_LAG
 from ..stats import percentile
 from . import failover, memory, objects, procfs, resources
 from .apiserver import StubServer
@@ -42,7 +42,12 @@ from .store import Kind, Store
 
 #: The operator's pause histograms a growth reports: the loop's lag, the part of it the
 #: operator's own work caused, and its full GC collections.
-PAUSE_METRICS = {"lag": LOOP_LAG, "own": LOOP_BLOCKED, "full_gc": FULL_GC}
+PAUSE_METRICS = {
+    "lag": LOOP_LAG,
+    "own": LOOP_BLOCKED,
+    "full_gc": FULL_GC,
+    "full_gc_own": FULL_GC_BLOCKED,
+}
 #: How long after its creation the stub runs a pod, in a growth (as kwok starts one).
 GROWTH_POD_START_SECONDS = 0.5
 #: The operator's settings, as the Deployment gets them (its ConfigMap).

@@ -175,6 +175,32 @@ def test_the_pause_target_judges_the_operators_own_pauses_where_measured() -> No
     )
 
 
+def test_the_pause_target_counts_a_full_gcs_own_part() -> None:
+    rounds = {
+        "defaults": [
+            Round(
+                "s8-1000",
+                Arm.OPERATOR,
+                1,
+                metrics={
+                    "loop_pause_max_ms": 250.0,
+                    "loop_blocked_max_ms": 50.0,
+                    "gc_full_max_ms": 250.0,
+                    "gc_full_blocked_max_ms": 250.0,
+                },
+            )
+        ]
+    }
+    summaries = {k: report.summarize(v) for k, v in rounds.items()}
+    found = {v.target: v for v in report.verdicts(summaries, rounds, QUICK)}
+    verdict = found["S8 no event-loop pause over 100 ms at any level"]
+    assert verdict.met is False
+    assert verdict.observed == (
+        "the operator's own ≤ 50 ms, the whole lag ≤ 250 ms, full GC ≤ 250 ms "
+        "(its own part ≤ 250 ms) (bucket bounds)"
+    )
+
+
 def test_rss_per_pod_is_the_growth_from_the_lowest_level_to_the_top() -> None:
     def level(n: int, rss: float) -> Round:
         metrics = {"controller_rss_mb": rss, "live_objects": n * 6.0, "level_jobs": float(n)}

@@ -25,10 +25,11 @@ LONG_COLLECTION = 0.05
 
 
 class FreezeAfterLongCollections:
-    """A ``gc.callbacks`` entry: each full collection's duration goes to ``observe``;
-    after one that took ``longest`` seconds or more, the survivors are frozen
-    (``schedule`` is handed ``freeze`` to do so once the collection has returned: e.g.
-    the event loop's ``call_soon_threadsafe``)."""
+    """A ``gc.callbacks`` entry: each full collection's duration goes to ``observe``, and
+    the part of it the operator's own computing took (its thread's wait for a CPU
+    excepted, ``times``) to ``observe_blocked``; after one that took ``longest`` seconds
+    or more, the survivors are frozen (``schedule`` is handed ``freeze`` to do so once
+    the collection has returned: e.g. the event loop's ``call_soon_threadsafe``)."""
 
     def __init__(
         self,
@@ -37,25 +38,30 @@ class FreezeAfterLongCollections:
         clock: Callable[[], float] = time.perf_counter,
         freeze: Callable[[], None] = gc.freeze,
         observe: Callable[[float], None] = metrics.FULL_COLLECTIONS.observe,
+        times: Callable[[], metrics.ThreadTimes | None] = metrics.thread_times,
+        observe_blocked: Callable[[float], None] = metrics.FULL_COLLECTIONS_BLOCKED.observe,
     ) -> None:
         self._schedule = schedule
         self._longest = longest
         self._clock = clock
         self._freeze = freeze
         self._observe = observe
-        self._started: float | None = None
+        self._times = times
+        self._observe_blocked = observe_blocked
+        self._started: tuple[float, metrics.ThreadTimes | None] | None = None
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
         if info.get("generation") != 2:
             return
         if phase == "start":
-            self._started = self._clock()
+            self._started = (self._clock(), self._times())
             return
         started, self._started = self._started, None
         if started is None:
             return
-        took = self._clock() - started
+        took = self._clock() - started[0]
         self._observe(took)
+        self._observe_blocked(metrics.own_part_of_lag(took, started[1], self._times()))
         if took >= self._longest:
             self._schedule(self._freeze)
 

@@ -133,6 +133,12 @@ FULL_COLLECTIONS = Histogram(
     "How long each full collection of Python's cyclic garbage collector held the event loop",
     buckets=PAUSE_BUCKETS,
 )
+FULL_COLLECTIONS_BLOCKED = Histogram(
+    f"{PREFIX}_gc_full_collection_blocked_seconds",
+    "The part of each full collection the operator's own computing took: its time less "
+    "the time the loop's thread waited meanwhile for a CPU, as event_loop_blocked_seconds",
+    buckets=PAUSE_BUCKETS,
+)
 DURATION_REFRESH_WAITING = Gauge(
     f"{PREFIX}_duration_refresh_waiting",
     "Jobs waiting for a slot of the DURATION refresh budget (PJ_DURATION_REFRESH_QPS)",

@@ -78,11 +78,16 @@ def test_the_report_shows_a_growth_with_its_pauses_by_bucket() -> None:
             "cpu_s": 40.5,
             "rss_before_mib": 110.0,
             "rss_after_mib": 190.5,
-            "longest_ms": {"lag": [250.0, 500.0], "own": [50.0, 100.0], "full_gc": None},
+            "longest_ms": {
+                "lag": [250.0, 500.0],
+                "own": [50.0, 100.0],
+                "full_gc": [100.0, 250.0],
+                "full_gc_own": [50.0, 100.0],
+            },
         }
     }
     rows = report._growth_rows([level, _level(600, 1.0)])
     assert rows[2:] == [
         "| 1,000 | 4,000 at 50/s | 20,000 | 80.2 s | 81.0 s | 40.5 s | 110.0 MiB → 190.5 MiB "
-        "| 250-500 ms | 50-100 ms | - |"
+        "| 250-500 ms | 50-100 ms | 100-250 ms | 50-100 ms |"
     ]

@@ -8,6 +8,7 @@ from collections.abc import Callable
 import pytest
 
 from paralleljob.shell.gc_pauses import FreezeAfterLongCollections, bound_full_collections
+from paralleljob.shell.metrics import ThreadTimes
 
 
 def _callback(
@@ -27,6 +28,8 @@ def _callback(
         clock=iter(times).__next__,
         freeze=lambda: frozen.append("x"),
         observe=durations.append,
+        times=lambda: None,
+        observe_blocked=lambda _: None,
     )
     return callback, frozen
 
@@ -51,6 +54,22 @@ def test_every_full_collection_is_timed() -> None:
     _collect(callback, 1)  # not timed: the clock would run out
     _collect(callback, 2)
     assert observed == pytest.approx([0.01, 0.2])
+
+
+def test_a_full_collection_s_own_part_leaves_out_its_wait_for_a_cpu() -> None:
+    """A 300 ms collection on a busy machine: 120 ms of it waiting for a CPU, 180 ms on
+    one: the operator's own part is 180 ms."""
+    blocked: list[float] = []
+    times = iter([ThreadTimes(10.0, 5.0), ThreadTimes(10.18, 5.12)])
+    callback = FreezeAfterLongCollections(
+        lambda freeze: None,
+        clock=iter([1.0, 1.3]).__next__,
+        observe=lambda _: None,
+        times=times.__next__,
+        observe_blocked=blocked.append,
+    )
+    _collect(callback, 2)
+    assert blocked == pytest.approx([0.18])
 
 
 def test_young_collections_are_not_timed() -> None:
