@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from bench import curve, report
+from bench import curve, pauses, report
 from bench.__main__ import Run, parse_args
 from bench.observer import Observer
 from bench.runner import Round
@@ -42,7 +42,7 @@ def test_metrics_text_sums_the_samples_whose_labels_match() -> None:
 
 
 def test_longest_pause_is_the_highest_bucket_that_gained_an_observation() -> None:
-    after = curve.buckets(curve.parse_metrics(OPERATOR_TEXT), curve.LOOP_LAG)
+    after = curve.buckets(curve.parse_metrics(OPERATOR_TEXT), pauses.LOOP_LAG)
     assert after == {0.001: 10, 0.01: 12, 0.1: 14, math.inf: 14}
     assert curve.longest_observation({}, after) == 0.1
     before = {0.001: 10, 0.01: 12, 0.1: 13, math.inf: 13}
@@ -220,9 +220,9 @@ def test_rss_per_pod_is_the_growth_from_the_lowest_level_to_the_top() -> None:
 
 
 def test_each_pause_histograms_longest_observation_is_its_figure() -> None:
-    before = {curve.LOOP_LAG: {0.1: 1.0, math.inf: 1.0}}
+    before = {pauses.LOOP_LAG: {0.1: 1.0, math.inf: 1.0}}
     after = {
-        curve.LOOP_LAG: {0.1: 1.0, 1.0: 2.0, math.inf: 2.0},
+        pauses.LOOP_LAG: {0.1: 1.0, 1.0: 2.0, math.inf: 2.0},
         "paralleljob_controller_event_loop_blocked_seconds": {0.05: 3.0, math.inf: 3.0},
         "paralleljob_controller_gc_full_collection_seconds": {},
     }

@@ -4,12 +4,13 @@ controllers attached to caches a standby kept in sync."""
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any, cast
 
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.caches import Caches, is_jobs_pod
+from paralleljob.caches import CachedJob, Caches, is_jobs_pod
 from paralleljob.config import MANAGE_JOBS_OFF, ControllerConfig, OperatorConfig
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import PodInfo
@@ -58,7 +59,7 @@ def _attached(
 def _listed(caches: Caches, *uids: str) -> None:
     """The jobs' informer lists these jobs."""
     [informer] = caches.job_informers[PARALLELJOB.kind]
-    informer.store.update({uid: uid for uid in uids})
+    informer.store.update({uid: CachedJob(uid) for uid in uids})
 
 
 async def _pod_event(caches: Caches, body: dict[str, Any] = POD) -> None:
@@ -201,7 +202,7 @@ def test_a_job_deleted_mid_sync_releases_the_pods_its_last_sync_created() -> Non
         before = list(api.calls)
         [informer] = caches.job_informers[PARALLELJOB.kind]
         del informer.store["u-1"]
-        caches._job_listed(PARALLELJOB.kind)("u-1", None, True)
+        caches._job_listed(PARALLELJOB.kind)(CachedJob("u-1"), None, True)
         await asyncio.gather(*caches.tasks)
         return api, before
 
@@ -279,3 +280,87 @@ def test_the_startup_is_busy_until_the_controller_has_seen_every_listed_job() ->
     assert caches._busy()
     controller.jobs["u-1"] = JobRuntime(JOB)
     assert not caches._busy()
+
+
+# -- the jobs a standby keeps -----------------------------------------------------------
+def _job(name: str, uid: str, rv: str, **status: Any) -> dict[str, Any]:
+    meta = {
+        "name": name,
+        "namespace": "ns",
+        "uid": uid,
+        "resourceVersion": rv,
+        "managedFields": [{"manager": "kubectl", "fieldsV1": {"f:spec": {}}}],
+    }
+    return {"metadata": meta, "spec": {"parallelism": 1}, "status": status}
+
+
+def _read(caches: Caches, body: dict[str, Any]) -> CachedJob:
+    [informer] = caches.job_informers[PARALLELJOB.kind]
+    cached = informer._project(body)
+    assert cached is not None
+    informer.store[cached[0]] = cached
+    return cached
+
+
+def test_a_standby_keeps_each_job_s_record_without_its_managed_fields() -> None:
+    caches = _caches()
+    uid, record, new = _read(caches, _job("a", "u-a", "7", startTime="2026-12-03T10:00:00Z"))
+    assert (uid, new) == ("u-a", False)
+    assert _read(caches, _job("c", "u-c", "9")).new, "no controller started it yet"
+    kept = json.loads(record)
+    assert kept["metadata"] == {
+        "name": "a",
+        "namespace": "ns",
+        "uid": "u-a",
+        "resourceVersion": "7",
+    }
+    assert kept["spec"] == {"parallelism": 1}
+    assert kept["status"] == {"startTime": "2026-12-03T10:00:00Z"}
+    other = _job("b", "u-b", "8")
+    other["spec"]["managedBy"] = "example.com/other"
+    assert _read(caches, other) == CachedJob("u-b"), "a job left to another controller: no record"
+
+
+def test_the_leader_starts_the_cached_jobs_new_ones_first_and_keeps_no_record() -> None:
+    """Attached, the controller runs every job the standby kept, without waiting for
+    kopf's listing; the job created last (during the failover) first. kopf's listing of
+    the same version then changes nothing."""
+
+    async def run() -> tuple[list[str], Caches, Controller]:
+        caches = _standby_with([], listed=())
+        _read(caches, _job("old", "u-old", "5", startTime="2026-12-03T10:00:00Z"))
+        _read(caches, _job("new", "u-new", "9"))
+        _read(caches, _job("older", "u-older", "3", startTime="2026-12-03T09:00:00Z"))
+        controller = Controller(
+            FakeApi(JOB), FakeRecorder(), ControllerConfig(), caches.pods.pods_of
+        )
+        await caches.attach({PARALLELJOB.kind: controller})
+        order = list(controller.jobs)
+        woken = {uid: rt.loop.woken for uid, rt in controller.jobs.items()}
+        controller.job_seen(_job("old", "u-old", "5", startTime="2026-12-03T10:00:00Z"))
+        assert {uid: rt.loop.woken for uid, rt in controller.jobs.items()} == woken
+        await controller.stop_all()
+        for task in list(caches.tasks):
+            task.cancel()
+        return order, caches, controller
+
+    order, caches, _ = asyncio.run(run())
+    assert order == ["u-new", "u-older", "u-old"], "the new job, then the last seen first"
+    [informer] = caches.job_informers[PARALLELJOB.kind]
+    assert informer.store == {uid: CachedJob(uid) for uid in ("u-old", "u-new", "u-older")}
+    assert _read(caches, _job("later", "u-later", "11")) == CachedJob("u-later"), "leading"
+
+
+def test_a_job_deleted_before_kopf_listed_it_ends_its_loop() -> None:
+    """The informer saw the deletion of a job the caches started; kopf, which had not
+    listed it yet, never will, so no DELETED comes from it."""
+
+    async def run() -> JobRuntime:
+        caches, controller, _ = _attached(ControllerConfig())
+        rt = JobRuntime(JOB)
+        controller.jobs[rt.uid] = rt
+        caches._job_listed(PARALLELJOB.kind)(CachedJob("u-1"), None, True)
+        await asyncio.gather(*caches.tasks)
+        return rt
+
+    assert asyncio.run(run()).loop.stopped

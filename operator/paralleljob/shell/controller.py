@@ -127,6 +127,8 @@ class Controller:
             return
         rv = meta.get("resourceVersion")
         rt.status.watched(rv)
+        if rv is not None and rv == rt.resource_version:
+            return  # the version kept: kopf's listing of a job the caches started
         if rt.offer(body) and rv != rt.status.last_written_rv:
             rt.loop.poke()
 
@@ -159,11 +161,14 @@ class Controller:
 
     def job_unlisted(self, uid: str) -> list[Coroutine[Any, Any, None]]:
         """The job informer saw the job deleted: the releases of the pods it still holds,
-        unless its loop still runs (kopf's DELETED then releases them). kopf's watch may
-        have shown the deletion first, while the loop's last sync still created pods:
-        their events found the job still listed by the informer, and were kept."""
+        unless its loop still ran: the loop ends (kopf's listing never shows a job the
+        caches started, caches.py, if it was deleted first), and kopf's DELETED, or
+        else each pod's own deletion, releases them. kopf's watch may have shown the
+        deletion first, while the loop's last sync still created pods: their events
+        found the job still listed by the informer, and were kept."""
         rt = self.jobs.get(uid)
         if rt is not None and not rt.loop.stopped:
+            rt.loop.stop()
             return []
         return self._release_held(uid)
 
