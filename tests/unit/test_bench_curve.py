@@ -156,19 +156,22 @@ def test_curve_targets_take_the_top_level_and_the_restart() -> None:
     assert found["S8 restart: peak RSS relisting < 1.5x steady, at 1,000 jobs"].met is False
 
 
-def test_the_pause_target_judges_the_operators_own_pauses_where_measured() -> None:
-    def level(n: int, **metrics: float) -> Round:
-        return Round(f"s8-{n}", Arm.OPERATOR, 1, metrics=dict(metrics))
+def _level(n: int, **metrics: float) -> Round:
+    return Round(f"s8-{n}", Arm.OPERATOR, 1, metrics=dict(metrics))
 
-    rounds = {
-        "defaults": [
-            level(100, loop_pause_max_ms=250.0, loop_blocked_max_ms=50.0, gc_full_max_ms=25.0),
-            level(1000, loop_pause_max_ms=1000.0, loop_blocked_max_ms=100.0),
-        ]
-    }
+
+def _pause_verdict(*levels: Round) -> report.Verdict:
+    rounds = {"defaults": list(levels)}
     summaries = {k: report.summarize(v) for k, v in rounds.items()}
     found = {v.target: v for v in report.verdicts(summaries, rounds, QUICK)}
-    verdict = found["S8 no event-loop pause over 100 ms at any level"]
+    return found["S8 no event-loop pause over 100 ms at any level"]
+
+
+def test_the_pause_target_judges_the_operators_own_pauses_where_measured() -> None:
+    verdict = _pause_verdict(
+        _level(100, loop_pause_max_ms=250.0, loop_blocked_max_ms=50.0, gc_full_max_ms=25.0),
+        _level(1000, loop_pause_max_ms=1000.0, loop_blocked_max_ms=100.0),
+    )
     assert verdict.met is True
     assert verdict.observed == (
         "the operator's own ≤ 100 ms, the whole lag ≤ 1000 ms, full GC ≤ 25 ms (bucket bounds)"
@@ -176,24 +179,15 @@ def test_the_pause_target_judges_the_operators_own_pauses_where_measured() -> No
 
 
 def test_the_pause_target_counts_a_full_gcs_own_part() -> None:
-    rounds = {
-        "defaults": [
-            Round(
-                "s8-1000",
-                Arm.OPERATOR,
-                1,
-                metrics={
-                    "loop_pause_max_ms": 250.0,
-                    "loop_blocked_max_ms": 50.0,
-                    "gc_full_max_ms": 250.0,
-                    "gc_full_blocked_max_ms": 250.0,
-                },
-            )
-        ]
-    }
-    summaries = {k: report.summarize(v) for k, v in rounds.items()}
-    found = {v.target: v for v in report.verdicts(summaries, rounds, QUICK)}
-    verdict = found["S8 no event-loop pause over 100 ms at any level"]
+    verdict = _pause_verdict(
+        _level(
+            1000,
+            loop_pause_max_ms=250.0,
+            loop_blocked_max_ms=50.0,
+            gc_full_max_ms=250.0,
+            gc_full_blocked_max_ms=250.0,
+        )
+    )
     assert verdict.met is False
     assert verdict.observed == (
         "the operator's own ≤ 50 ms, the whole lag ≤ 250 ms, full GC ≤ 250 ms "
