@@ -1,6 +1,7 @@
 """Scenario 8 (issue 23): a scale curve. Per arm, one background namespace grows through
 the levels (running jobs of ``curve_pods`` long pods each); at each level, once steady
-(every pod running, every job's status showing all its pods ready), the controller's,
+(every pod running, every job's status showing all its pods ready) and quiet (no change
+to any of them for ``QUIET_S``), the controller's,
 the API server's and etcd's memory and CPU, the operator's longest event-loop pause, and
 a round of probe jobs (one pod each, ending at once); then, at the top level, the
 controller is SIGKILLed and its replacement timed until it creates a new job's first pod
@@ -71,6 +72,13 @@ PAUSES = {
 }
 #: How long a restarted controller may take to sync every job before the round fails.
 RESYNC_TIMEOUT = 1200.0
+#: A level is measured once its background has had no change for this long: every job
+#: showing all its pods ready is not enough at 50,000 pods, where kwok's pod informer
+#: lags its own patches by minutes and plays the ready stage again on each stale event
+#: (75,422 status patches for 50,000 pods), keeping the API server and scheduler busy.
+QUIET_S = 30.0
+#: How long to wait for that quiet before measuring anyway (the figures then say so).
+SETTLE_TIMEOUT = 1800.0
 
 
 # ---------------------------------------------------------------- metrics text (pure)
@@ -355,6 +363,7 @@ async def _level(
         )
     steady_s = time.monotonic() - started
     bench.log(f"s8 {arm.label}: {level} jobs steady after {steady_s:.0f}s")
+    settled = await _settle(bench, arm, seen)
     steady = _usage_now(bench)
     result = await bench.run_round(
         f"s8-{level}", arm, 1, probe(sizes.curve_probes, sizes.curve_probe_rate)
@@ -367,6 +376,7 @@ async def _level(
         "created_s": created,
         "running_s": running,
         "steady_s": steady_s,
+        **settled,
     }
     for key, name in {"controller": CONTROLLER[arm], **SHARED}.items():
         if name in steady and steady[name].rss_bytes:
@@ -377,6 +387,27 @@ async def _level(
     figures.update(longest_pauses(pauses_before, pauses_after))
     result.metrics = {**figures, **result.metrics}
     return result
+
+
+async def _settle(bench: Bench, arm: Arm, seen: Observer) -> dict[str, float]:
+    """Waits until the background has been quiet for ``QUIET_S``. Its figures: how many
+    changes arrived after steady, the time from steady to the last of them, and whether
+    the quiet came before ``SETTLE_TIMEOUT`` (1) or not (0)."""
+    steady, changes = time.monotonic(), seen.changes
+    try:
+        await seen.wait_for(
+            lambda: seen.quiet_for(QUIET_S), timeout=SETTLE_TIMEOUT, what="a quiet background"
+        )
+        quiet = 1.0
+    except RoundFailed as exc:
+        bench.log(f"s8 {arm.label}: measuring on a busy background: {exc}")
+        quiet = 0.0
+    late = seen.changes - changes
+    settle_s = max(0.0, seen.last_change - steady) if late else 0.0
+    bench.log(
+        f"s8 {arm.label}: {late} background changes after steady, the last at +{settle_s:.0f}s"
+    )
+    return {"settle_changes": late, "settle_s": settle_s, "settled": quiet}
 
 
 class PeakRss:

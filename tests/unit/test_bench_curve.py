@@ -4,6 +4,7 @@ histogram's buckets, the "every job synced" criteria, success-to-status, its tab
 from __future__ import annotations
 
 import math
+import time
 from typing import Any
 
 from bench import curve, pauses, report
@@ -224,3 +225,14 @@ def test_each_pause_histograms_longest_observation_is_its_figure() -> None:
         "loop_pause_max_ms": 1000.0,
         "loop_blocked_max_ms": 50.0,
     }
+
+
+def test_the_background_is_quiet_once_no_change_came_for_the_window() -> None:
+    seen = Observer(None, "/pods", "/jobs")  # type: ignore[arg-type]
+    now = time.monotonic()
+    seen._note_change(now - 40)
+    assert seen.quiet_for(30)
+    seen._on_pod(_pod("p", "a", "Running"), now)
+    seen._note_change(now)
+    assert not seen.quiet_for(30)
+    assert seen.changes == 2
