@@ -9,6 +9,14 @@ left is live: frozen then, none of it is scanned again, so each full collection 
 only what was built since the last one. What is frozen and becomes cyclic garbage later
 is never freed (refcounting still frees the rest): hence only after a collection that
 was long, not after each.
+
+Freezing bounds what a full collection scans to what survived since the last one, and
+Python runs one after ten collections of the middle generation (its third threshold):
+growing 10,000 jobs x 5 pods at once, that was some 40,000 new objects each time, 55-85
+ms of the operator's own time on a busy machine (bench.scale --grow 10000). So the third
+threshold follows the full collections' own time: fewer middle collections per full
+one while they take longer than ``TARGET``, one more each time one takes under half of
+it, up to Python's default again once the growth is over.
 """
 
 from __future__ import annotations
@@ -20,8 +28,24 @@ from typing import Any
 
 from . import metrics
 
+#: The own time (seconds) a full collection should take at most: a quarter of the
+#: 100 ms pause budget, leaving room for a machine that makes it slower.
+TARGET = 0.025
 #: A full collection at least this long (seconds) freezes what it left.
-LONG_COLLECTION = 0.05
+LONG_COLLECTION = TARGET
+#: Python's third threshold: middle-generation collections per full one.
+DEFAULT_FULL_EVERY = 10
+
+
+def next_full_every(current: int, own: float, target: float = TARGET) -> int:
+    """The third GC threshold after a full collection that took ``own`` seconds of the
+    operator's time: down in proportion when over ``target``, up by one when under half
+    of it (a growth slows down gradually), within 1..``DEFAULT_FULL_EVERY``."""
+    if own > target:
+        return max(1, min(current - 1, int(current * target / own)))
+    if own < target / 2:
+        return min(DEFAULT_FULL_EVERY, current + 1)
+    return current
 
 
 class FreezeAfterLongCollections:
@@ -29,7 +53,8 @@ class FreezeAfterLongCollections:
     the part of it the operator's own computing took (its thread's wait for a CPU
     excepted, ``times``) to ``observe_blocked``; after one that took ``longest`` seconds
     or more, the survivors are frozen (``schedule`` is handed ``freeze`` to do so once
-    the collection has returned: e.g. the event loop's ``call_soon_threadsafe``)."""
+    the collection has returned: e.g. the event loop's ``call_soon_threadsafe``); and the
+    third threshold follows each one's own time (``next_full_every``)."""
 
     def __init__(
         self,
@@ -40,6 +65,8 @@ class FreezeAfterLongCollections:
         observe: Callable[[float], None] = metrics.FULL_COLLECTIONS.observe,
         times: Callable[[], metrics.ThreadTimes | None] = metrics.thread_times,
         observe_blocked: Callable[[float], None] = metrics.FULL_COLLECTIONS_BLOCKED.observe,
+        thresholds: Callable[[], tuple[int, int, int]] = gc.get_threshold,
+        set_thresholds: Callable[[int, int, int], None] = gc.set_threshold,
     ) -> None:
         self._schedule = schedule
         self._longest = longest
@@ -48,6 +75,8 @@ class FreezeAfterLongCollections:
         self._observe = observe
         self._times = times
         self._observe_blocked = observe_blocked
+        self._thresholds = thresholds
+        self._set_thresholds = set_thresholds
         self._started: tuple[float, metrics.ThreadTimes | None] | None = None
 
     def __call__(self, phase: str, info: dict[str, int]) -> None:
@@ -60,18 +89,27 @@ class FreezeAfterLongCollections:
         if started is None:
             return
         took = self._clock() - started[0]
+        own = metrics.own_part_of_lag(took, started[1], self._times())
         self._observe(took)
-        self._observe_blocked(metrics.own_part_of_lag(took, started[1], self._times()))
+        self._observe_blocked(own)
         if took >= self._longest:
             self._schedule(self._freeze)
+        young, middle, full_every = self._thresholds()
+        self._set_thresholds(young, middle, next_full_every(full_every, own))
 
 
 def bound_full_collections(
     schedule: Callable[[Callable[[], None]], Any],
 ) -> Callable[[], None]:
     """Installs the callback for this process (Caches.open, on its event loop); returns
-    what removes it again (Caches.close: a collection after the loop has closed must not
-    schedule on it)."""
+    what removes it again and restores the thresholds (Caches.close: a collection after
+    the loop has closed must not schedule on it)."""
     callback = FreezeAfterLongCollections(schedule)
+    thresholds = gc.get_threshold()
     gc.callbacks.append(callback)
-    return lambda: gc.callbacks.remove(callback)
+
+    def remove() -> None:
+        gc.callbacks.remove(callback)
+        gc.set_threshold(*thresholds)
+
+    return remove

@@ -7,17 +7,39 @@ from collections.abc import Callable
 
 import pytest
 
-from paralleljob.shell.gc_pauses import FreezeAfterLongCollections, bound_full_collections
+from paralleljob.shell.gc_pauses import (
+    DEFAULT_FULL_EVERY,
+    FreezeAfterLongCollections,
+    bound_full_collections,
+    next_full_every,
+)
 from paralleljob.shell.metrics import ThreadTimes
 
 
+class Thresholds:
+    """gc.get_threshold / gc.set_threshold of a fake collector (the test process's own
+    must not change)."""
+
+    def __init__(self, full_every: int = DEFAULT_FULL_EVERY) -> None:
+        self.values = (700, 10, full_every)
+
+    def get(self) -> tuple[int, int, int]:
+        return self.values
+
+    def set(self, young: int, middle: int, full_every: int) -> None:
+        self.values = (young, middle, full_every)
+
+
 def _callback(
-    times: list[float], observed: list[float] | None = None
+    times: list[float],
+    observed: list[float] | None = None,
+    thresholds: Thresholds | None = None,
 ) -> tuple[FreezeAfterLongCollections, list[str]]:
     """A callback whose clock reads ``times`` in turn, freezing into a list and observing
     into ``observed``."""
     frozen: list[str] = []
     durations: list[float] = [] if observed is None else observed
+    thresholds = thresholds or Thresholds()
 
     def run_now(freeze: Callable[[], None]) -> None:
         freeze()
@@ -30,6 +52,8 @@ def _callback(
         observe=durations.append,
         times=lambda: None,
         observe_blocked=lambda _: None,
+        thresholds=thresholds.get,
+        set_thresholds=thresholds.set,
     )
     return callback, frozen
 
@@ -61,15 +85,20 @@ def test_a_full_collection_s_own_part_leaves_out_its_wait_for_a_cpu() -> None:
     one: the operator's own part is 180 ms."""
     blocked: list[float] = []
     times = iter([ThreadTimes(10.0, 5.0), ThreadTimes(10.18, 5.12)])
+    thresholds = Thresholds()
     callback = FreezeAfterLongCollections(
         lambda freeze: None,
         clock=iter([1.0, 1.3]).__next__,
         observe=lambda _: None,
         times=times.__next__,
         observe_blocked=blocked.append,
+        thresholds=thresholds.get,
+        set_thresholds=thresholds.set,
     )
     _collect(callback, 2)
     assert blocked == pytest.approx([0.18])
+    # 180 ms of its own: a full collection every middle one (25 / 180 of ten rounds to 1).
+    assert thresholds.values == (700, 10, 1)
 
 
 def test_young_collections_are_not_timed() -> None:
@@ -79,9 +108,41 @@ def test_young_collections_are_not_timed() -> None:
     assert frozen == []
 
 
-def test_the_installed_callback_is_removed_again() -> None:
+@pytest.mark.parametrize(
+    ("current", "own_ms", "expected"),
+    [
+        (10, 60.0, 4),  # over the 25 ms target: in proportion
+        (10, 26.0, 9),  # just over: one fewer at least
+        (4, 24.0, 4),  # near the target: kept
+        (4, 12.4, 5),  # under half of it: one more
+        (10, 1.0, 10),  # never above Python's default
+        (1, 500.0, 1),  # never below one
+    ],
+)
+def test_the_third_threshold_follows_the_full_collections_own_time(
+    current: int, own_ms: float, expected: int
+) -> None:
+    assert next_full_every(current, own_ms / 1000) == expected
+
+
+def test_a_growth_makes_full_collections_more_frequent_and_its_end_less() -> None:
+    thresholds = Thresholds()
+    # A 60 ms collection, then ten of 2 ms.
+    clock = [0.0, 0.06] + [t for i in range(1, 11) for t in (float(i), i + 0.002)]
+    callback, _ = _callback(clock, thresholds=thresholds)
+    _collect(callback, 2)
+    assert thresholds.values[2] == 4
+    for _ in range(10):
+        _collect(callback, 2)
+    assert thresholds.values[2] == DEFAULT_FULL_EVERY
+
+
+def test_the_installed_callback_is_removed_again_with_the_thresholds() -> None:
+    before = gc.get_threshold()
     remove = bound_full_collections(lambda freeze: None)
     installed = gc.callbacks[-1]
     assert isinstance(installed, FreezeAfterLongCollections)
+    gc.set_threshold(before[0], before[1], 3)
     remove()
     assert installed not in gc.callbacks
+    assert gc.get_threshold() == before
