@@ -1,7 +1,7 @@
 """Scenario 8 (issue 23): a scale curve. Per arm, one background namespace grows through
 the levels (running jobs of ``curve_pods`` long pods each); at each level, once steady
 (every pod running, every job's status showing all its pods ready) and quiet (no change
-to any of them for ``QUIET_S``), the controller's,
+to a pod for ``QUIET_S``), the controller's,
 the API server's and etcd's memory and CPU, the operator's longest event-loop pause, and
 a round of probe jobs (one pod each, ending at once); then, at the top level, the
 controller is SIGKILLed and its replacement timed until it creates a new job's first pod
@@ -72,7 +72,7 @@ PAUSES = {
 }
 #: How long a restarted controller may take to sync every job before the round fails.
 RESYNC_TIMEOUT = 1200.0
-#: A level is measured once its background has had no change for this long: every job
+#: A level is measured once its background's pods have not changed for this long: every job
 #: showing all its pods ready is not enough at 50,000 pods, where kwok's pod informer
 #: lags its own patches by minutes and plays the ready stage again on each stale event
 #: (75,422 status patches for 50,000 pods), keeping the API server and scheduler busy.
@@ -390,22 +390,22 @@ async def _level(
 
 
 async def _settle(bench: Bench, arm: Arm, seen: Observer) -> dict[str, float]:
-    """Waits until the background has been quiet for ``QUIET_S``. Its figures: how many
-    changes arrived after steady, the time from steady to the last of them, and whether
-    the quiet came before ``SETTLE_TIMEOUT`` (1) or not (0)."""
-    steady, changes = time.monotonic(), seen.changes
+    """Waits until the background's pods have been quiet for ``QUIET_S``. Its figures:
+    how many pod changes arrived after steady, the time from steady to the last of them,
+    and whether the quiet came before ``SETTLE_TIMEOUT`` (1) or not (0)."""
+    steady, changes = time.monotonic(), seen.pod_changes
     try:
         await seen.wait_for(
-            lambda: seen.quiet_for(QUIET_S), timeout=SETTLE_TIMEOUT, what="a quiet background"
+            lambda: seen.pods_quiet_for(QUIET_S), timeout=SETTLE_TIMEOUT, what="a quiet background"
         )
         quiet = 1.0
     except RoundFailed as exc:
         bench.log(f"s8 {arm.label}: measuring on a busy background: {exc}")
         quiet = 0.0
-    late = seen.changes - changes
-    settle_s = max(0.0, seen.last_change - steady) if late else 0.0
+    late = seen.pod_changes - changes
+    settle_s = max(0.0, seen.last_pod_change - steady) if late else 0.0
     bench.log(
-        f"s8 {arm.label}: {late} background changes after steady, the last at +{settle_s:.0f}s"
+        f"s8 {arm.label}: {late} background pod changes after steady, the last at +{settle_s:.0f}s"
     )
     return {"settle_changes": late, "settle_s": settle_s, "settled": quiet}
 

@@ -83,10 +83,11 @@ class Observer:
         self.all_ready = 0
         self.complete = 0
         self.failed = 0
-        #: When the latest change was received, and how many changes so far (a listing's
-        #: items count too): what tells a busy cluster from a quiet one.
-        self.last_change = time.monotonic()
-        self.changes = 0
+        #: When the latest change to a pod was received, and how many so far (a
+        #: listing's items count too): what tells a busy cluster from a quiet one. Jobs
+        #: do not count: the operator refreshes running jobs' DURATION at a steady rate.
+        self.last_pod_change = time.monotonic()
+        self.pod_changes = 0
         self._changed = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -122,7 +123,7 @@ class Observer:
                     resource_version = event.object["metadata"]["resourceVersion"]
                     if event.type != "BOOKMARK":
                         handle(event.object, event.received)
-                        self._note_change(event.received)
+                        self._changed.set()
             except ApiError as exc:
                 if exc.status != 410:
                     raise
@@ -134,19 +135,15 @@ class Observer:
         now = time.monotonic()
         for item in listing.get("items") or []:
             handle(item, now)
-            self._note_change(now)
         return str(listing["metadata"]["resourceVersion"])
 
-    def _note_change(self, received: float) -> None:
-        self.last_change = received
-        self.changes += 1
-        self._changed.set()
-
-    def quiet_for(self, seconds: float) -> bool:
-        """No change received in the last ``seconds``."""
-        return time.monotonic() - self.last_change >= seconds
+    def pods_quiet_for(self, seconds: float) -> bool:
+        """No change to a pod received in the last ``seconds``."""
+        return time.monotonic() - self.last_pod_change >= seconds
 
     def _on_pod(self, pod: JsonDict, received: float) -> None:
+        self.last_pod_change = received
+        self.pod_changes += 1
         uid = pod["metadata"]["uid"]
         record = self.pods.get(uid)
         if record is None:

@@ -210,7 +210,7 @@ def calls_tables(rounds: Sequence[Round]) -> list[str]:
 _CURVE_COLUMNS = [
     ("live_objects", "live jobs + pods"),
     ("steady_s", "created → steady (s)"),
-    ("settle_changes", "background changes after steady"),
+    ("settle_changes", "pod changes after steady"),
     ("settle_s", "steady → last of them (s)"),
     ("controller_rss_mb", "controller RSS (MiB)"),
     ("controller_grow_cpu_s", "controller CPU, growing (s)"),

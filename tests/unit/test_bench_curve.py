@@ -227,12 +227,12 @@ def test_each_pause_histograms_longest_observation_is_its_figure() -> None:
     }
 
 
-def test_the_background_is_quiet_once_no_change_came_for_the_window() -> None:
+def test_the_background_is_quiet_once_no_pod_changed_for_the_window() -> None:
     seen = Observer(None, "/pods", "/jobs")  # type: ignore[arg-type]
     now = time.monotonic()
-    seen._note_change(now - 40)
-    assert seen.quiet_for(30)
+    seen._on_pod(_pod("p", "a", "Running"), now - 40)
+    seen._on_job(_job("a", ready=5), now)  # a status refresh: not the cluster's churn
+    assert seen.pods_quiet_for(30)
     seen._on_pod(_pod("p", "a", "Running"), now)
-    seen._note_change(now)
-    assert not seen.quiet_for(30)
-    assert seen.changes == 2
+    assert not seen.pods_quiet_for(30)
+    assert seen.pod_changes == 2
