@@ -12,11 +12,11 @@ was long, not after each.
 
 Freezing bounds what a full collection scans to what survived since the last one, and
 Python runs one after ten collections of the middle generation (its third threshold):
-growing 10,000 jobs x 5 pods at once, that was some 40,000 new objects each time, 55-85
-ms of the operator's own time on a busy machine (bench.scale --grow 10000). So the third
-threshold follows the full collections' own time: fewer middle collections per full
-one while they take longer than ``TARGET``, one more each time one takes under half of
-it, up to Python's default again once the growth is over.
+growing 10,000 jobs x 5 pods at once, that was some 40,000 new objects each time, about
+55 ms of the operator's own time and up to 86 ms on a busy machine (bench.scale --grow
+10000). So the third threshold follows the full collections' own time: fewer middle
+collections per full one while they take longer than ``TARGET``, one more each time one
+takes under half of it, up to Python's default again once the growth is over.
 """
 
 from __future__ import annotations
