@@ -25,7 +25,7 @@ is written to ``_output/keda-autoscaling.png`` (``PJ_TEST_OUTPUT`` to change the
 
 The second test applies ``manifests/examples/workqueue-scaledjob`` the same way: a KEDA
 ScaledJob whose batch/v1 Jobs (``jobTargetRef.managedBy``: the operator) are the seed's
-parallel work queue, created only while the stream has lag, one at a time; see its docstring
+parallel work queue, created only while the stream has lag (maxReplicaCount 1); see its docstring
 and relaunched.py for what it checks.
 """
 
@@ -357,10 +357,11 @@ def test_keda_scaledjob_starts_a_job_run_by_the_operator_only_while_the_stream_h
     operator: Operator, k: Kubectl, worker_image: str, keda: None, core_v1: Any
 ) -> None:
     """manifests/examples/workqueue-scaledjob applied in one go: KEDA creates a batch/v1 Job
-    (jobTargetRef.managedBy: the operator) once the producer's items are in, one at a time;
-    with the stream drained and no Job running it creates none (its poll is seen in its log,
-    the ScaledJob's Active condition False); a second batch gets a Job of its own. Each batch
-    drained once, by Jobs the operator alone ran (relaunched.py), and the history limit kept."""
+    (jobTargetRef.managedBy: the operator) once the producer's items are in (two polls racing
+    may start two); with the stream drained and no Job running it creates no new one (its poll
+    is seen in its log, the ScaledJob's Active condition False); a second batch gets a Job of
+    its own. Each batch drained once, by Jobs the operator alone ran (relaunched.py), and the
+    history limit kept."""
     docs = scaledjob_example(worker_image)
     first = items_of(1, BATCH)
     with PodsSeen(core_v1, k.ns, SCALEDJOB_SELECTOR) as pods:
@@ -396,8 +397,10 @@ def test_keda_scaledjob_starts_a_job_run_by_the_operator_only_while_the_stream_h
                 interval=1,
                 what="the ScaledJob not Active",
             )
+            # No new name: KEDA's history limit may delete one of ``before`` meanwhile (two
+            # polls racing can start two Jobs for one batch; CI saw both within 20 ms).
             now = jobs(k, SCALEDJOB_SELECTOR)
-            assert {j["metadata"]["name"] for j in now} == before, "a Job with no lag"
+            assert {j["metadata"]["name"] for j in now} <= before, "a Job with no lag"
             assert all(terminal(j) for j in now)
 
             second = queue.enqueue(BATCH + 1, 2 * BATCH)
