@@ -97,6 +97,10 @@ class ControllerConfig:
     #: Jobs synced at once, by as many workers of one work queue (upstream's
     #: ``--concurrent-job-syncs``; ``PJ_CONCURRENT_JOB_SYNCS``).
     concurrent_syncs: int = 5
+    #: Of those, the syncs creating pods at once (``PJ_CONCURRENT_CREATING_SYNCS``): more
+    #: workers then speed up the other writes (a finished pod's status) without sending
+    #: more new pods at once than this many syncs' slow starts.
+    concurrent_creating_syncs: int = 5
     #: Retry delays after a failed API call (upstream's job work queue: 1s .. 1min).
     retry_base_seconds: float = 1.0
     retry_max_seconds: float = 60.0
@@ -217,6 +221,9 @@ def controller_config_from_env() -> ControllerConfig:
         ),
         sync_batch_seconds=_env("PJ_SYNC_BATCH_SECONDS", loop.sync_batch_seconds, minimum=0.0),
         concurrent_syncs=_env("PJ_CONCURRENT_JOB_SYNCS", loop.concurrent_syncs, minimum=1),
+        concurrent_creating_syncs=_env(
+            "PJ_CONCURRENT_CREATING_SYNCS", loop.concurrent_creating_syncs, minimum=1
+        ),
         duration_refresh_qps=_env(
             "PJ_DURATION_REFRESH_QPS", loop.duration_refresh_qps, minimum=0.0
         ),

@@ -62,6 +62,8 @@ class PodWriter:
         self.monotonic = monotonic
         #: Pods (namespace, name) whose orphan release is in flight.
         self.releasing_orphans: set[tuple[str, str]] = set()
+        #: Held by a sync while it creates pods (ControllerConfig.concurrent_creating_syncs).
+        self.creating = asyncio.Semaphore(config.concurrent_creating_syncs)
 
     async def apply(
         self, rt: JobRuntime, plan: PodPlan, creation_reason: str = metrics.CREATE_NEW
@@ -76,7 +78,8 @@ class PodWriter:
         wait = state.create_retry_at - self.monotonic()
         if wait > 0:
             return PodOutcome(), wait
-        created, error = await self._create_pods(rt, plan, creation_reason)
+        async with self.creating:
+            created, error = await self._create_pods(rt, plan, creation_reason)
         if error is None:
             state.create_retry.succeeded()
             return PodOutcome(created=created), None
