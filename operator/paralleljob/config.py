@@ -95,8 +95,11 @@ class ControllerConfig:
     #: ``PJ_SYNC_BATCH_SECONDS``).
     sync_batch_seconds: float = 0.1
     #: Jobs synced at once, by as many workers of one work queue (upstream's
-    #: ``--concurrent-job-syncs``; ``PJ_CONCURRENT_JOB_SYNCS``).
-    concurrent_syncs: int = 5
+    #: ``--concurrent-job-syncs``, 5 there; ``PJ_CONCURRENT_JOB_SYNCS``). A worker spends
+    #: a sync waiting for API answers, and at most ``concurrent_creating_syncs`` of them
+    #: create pods: more workers than upstream's keep a finished pod's status write from
+    #: queueing behind other jobs' writes when the API server is slow.
+    concurrent_syncs: int = 20
     #: Of those, the syncs creating pods at once (``PJ_CONCURRENT_CREATING_SYNCS``): more
     #: workers then speed up the other writes (a finished pod's status) without sending
     #: more new pods at once than this many syncs' slow starts.
