@@ -39,9 +39,10 @@ from .core.kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
 from .core.model import PodInfo, parse_pod
 from .json_types import JsonDict
 from .shell.controller import CacheSync, Controller
+from .shell.fence import WriteFence
 from .shell.gc_pauses import bound_full_collections
 from .shell.informer import Informer, KubeListWatch
-from .shell.kube import Kube, load_configuration
+from .shell.kube import Kube, load_configuration, user_agent
 from .shell.pod_cache import PodCache
 from .shell.runtime import compact_metadata
 
@@ -168,13 +169,19 @@ class Caches:
         }
 
     @classmethod
-    async def open(cls, config: OperatorConfig) -> Caches:
+    async def open(cls, config: OperatorConfig, fence: WriteFence | None = None) -> Caches:
         """Caches on a client of their own, by the operator's API settings (once per
         process: what they and the controllers build is what the GC must not pause the
-        event loop over, gc_pauses.py)."""
+        event loop over, gc_pauses.py). ``fence``: under a leader election, what each
+        of the client's writes asks last (shell/fence.py)."""
         api = config.api
         kube = Kube(
-            await load_configuration(), concurrency=api.concurrency, qps=api.qps, burst=api.burst
+            await load_configuration(),
+            concurrency=api.concurrency,
+            qps=api.qps,
+            burst=api.burst,
+            fence=fence,
+            user_agent=user_agent(config.leader_election.identity),
         )
         caches = cls(kube, config)
         caches._unbind_gc = bound_full_collections(asyncio.get_running_loop().call_soon_threadsafe)

@@ -36,6 +36,7 @@ from .config import (
     manage_jobs,
     port_from_env,
 )
+from .shell.fence import WriteFence
 from .shell.kube import ApiError, ConfigError, Kube, load_configuration
 from .shell.leader import lease_path, run_elected
 
@@ -288,11 +289,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         await kopf.operator(**options, stop_flag=stop)
 
     async def stand_by_warm() -> int:
-        caches = await Caches.open(config)
+        # Shut until the elector's first renewal opens it: no write leaves the process
+        # unless its own clock says it holds the Lease (shell/fence.py).
+        fence = WriteFence()
+        caches = await Caches.open(config, fence)
         caches.start()
         options["memo"].caches = caches  # kopf's startup attaches the controllers
         try:
-            return await run_elected(config, lead, warm=caches.synced.jobs.is_set)
+            return await run_elected(config, lead, warm=caches.synced.jobs.is_set, fence=fence)
         finally:
             await caches.close()
 

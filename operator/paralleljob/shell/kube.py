@@ -24,6 +24,7 @@ from ..core.kind import PARALLELJOB, JobKind
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
+from .fence import WriteFence
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,13 @@ STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
 DEFAULT_KUBECONFIG = "~/.kube/config"
+USER_AGENT = "paralleljob-operator"
+
+
+def user_agent(identity: str) -> str:
+    """client-go's ``name/version`` shape, the replica's identity in the version's place:
+    the API server's audit log then tells which replica made each request."""
+    return f"{USER_AGENT}/{identity}" if identity else USER_AGENT
 
 
 async def _readline(content: Any) -> bytes:
@@ -111,17 +119,21 @@ class Kube:
         qps: float = 0.0,
         burst: int = 1,
         kind: JobKind = PARALLELJOB,
+        fence: WriteFence | None = None,
+        user_agent: str = USER_AGENT,
     ) -> None:
         #: The kind whose jobs the job calls address, and whose finalizer the pod
         #: calls remove (core/kind.py).
         self.kind = kind
+        #: Under a leader election, what every write asks last (fence.py); None: alone.
+        self.fence = fence
         configuration.connection_pool_maxsize = max(concurrency, 1)
         # trust_env would make aiohttp look for ~/.netrc credentials on a worker thread
         # before every request that carries no aiohttp auth object (all of ours: the
         # token is a header); the proxy, if any, comes from the kubeconfig.
         configuration.client_session_kwargs = {"trust_env": False}
         self.api = aio_client.ApiClient(configuration)
-        self.api.user_agent = "paralleljob-operator"
+        self.api.user_agent = user_agent
         self.host: str = configuration.host
         self._slots = asyncio.Semaphore(max(concurrency, 1))
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
@@ -174,6 +186,8 @@ class Kube:
                 auth_settings=["BearerToken"],
             )
             url_method, url, headers, data, post = params
+            if self.fence is not None:
+                self._fenced(method, path, resource)
             try:
                 response = await self.api.call_api(
                     url_method, url, headers, data, post, _request_timeout=timeout
@@ -189,6 +203,15 @@ class Kube:
                 raise
         metrics.API_REQUESTS.labels(method, resource, str(response.status)).inc()
         return _answer(response.status, response.reason, raw)
+
+    def _fenced(self, method: str, path: str, resource: str) -> None:
+        """The fence's last word on a write, after every wait (fence.py)."""
+        assert self.fence is not None
+        try:
+            self.fence.check(method, path)
+        except ApiError:
+            metrics.WRITES_FENCED.labels(method, resource).inc()
+            raise
 
     async def watch(
         self,

@@ -37,7 +37,6 @@ import logging
 import os
 import random
 import signal
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -49,7 +48,8 @@ from ..config import JITTER_FACTOR, LeaderElectionConfig, OperatorConfig
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError
-from .kube import Kube, load_configuration
+from .fence import WriteFence, boot_clock
+from .kube import Kube, load_configuration, user_agent
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,9 @@ class Clock(Protocol):
 
 class SystemClock:
     def monotonic(self) -> float:
-        return time.monotonic()
+        """The fence's clock (suspended time counts): the leader's own view of its Lease
+        and the fence it opens must agree."""
+        return boot_clock()
 
     def now(self) -> datetime:
         return datetime.now(UTC)
@@ -301,6 +303,7 @@ class Elector:
         config: LeaderElectionConfig,
         clock: Clock | None = None,
         warm: Callable[[], bool] = lambda: True,
+        fence: WriteFence | None = None,
     ) -> None:
         if not config.identity:
             raise ValueError("leader election needs this candidate's identity")
@@ -317,6 +320,11 @@ class Elector:
         self._acquired = False
         #: When this process handed that lease over (monotonic).
         self._handed_over_at: float | None = None
+        #: Opened for the renew deadline by each renewal, shut once the lease is lost:
+        #: what the operator's writes ask (fence.py).
+        self.fence = fence or WriteFence(self.clock.monotonic)
+        #: The record this process last wrote as the holder.
+        self._own: LeaseRecord | None = None
 
     @property
     def leading(self) -> bool:
@@ -359,6 +367,7 @@ class Elector:
             return await call
 
     async def _try_acquire_or_renew(self, deadline: float | None) -> bool:
+        # Before any request: whatever this attempt writes, the others see it later.
         now = self.clock.monotonic()
         duration = self.config.lease_duration_seconds
         # 1. The leader's fast path: write over the version it wrote last.
@@ -369,13 +378,19 @@ class Elector:
             except ApiError as exc:
                 log.debug("renewing lease %s failed (%s); reading it", self.lock.describe, exc)
             else:
-                return self._took(record)
+                return self._took(record, now)
         # 2. Read it; create it if there is none.
         current = await self._io(self.lock.get(), deadline)
         if current is None:
+            if self._acquired:
+                return self._deposed(current)
             record = claim(self.identity, duration, self.clock.now(), None, False)
             await self._io(self.lock.create(record), deadline)
-            return self._took(record)
+            return self._took(record, now)
+        # 2b. A leader that finds the lease not as it wrote it has lost it, even if it is
+        # free again: another replica led meanwhile, and wrote what this one has not seen.
+        if self._acquired and not self._holds(current):
+            return self._deposed(current)
         # 3. Someone else's, not expired: keep off.
         self.observed = observe(self.observed, current, self.clock.monotonic())
         if held_by_another(self.observed, self.identity, now):
@@ -389,7 +404,7 @@ class Elector:
             return False
         record = claim(self.identity, duration, self.clock.now(), current, self.leading)
         await self._io(self.lock.update(record), deadline)
-        return self._took(record)
+        return self._took(record, now)
 
     def _leaves_it_to_a_standby(self) -> bool:
         assert self.observed is not None
@@ -415,11 +430,37 @@ class Elector:
             self.lock.describe,
         )
 
-    def _took(self, record: LeaseRecord) -> bool:
+    def _took(self, record: LeaseRecord, started: float) -> bool:
+        """The attempt that ``started`` then wrote ``record``: the fence opens for the
+        renew deadline from then (client-go's leader gives up by then; a standby waits
+        the longer lease duration from when it saw this write, which came later)."""
         self.observed = Observation(record, self.clock.monotonic())
         self._acquired = True
+        self._own = record
         self.last_error = ""
+        self.fence.open_until(started + self.config.renew_deadline_seconds)
         return True
+
+    def _holds(self, current: LeaseRecord) -> bool:
+        """The lease is still the one this process took: its holder, since the same
+        acquisition (a renewal keeps the acquire time; a takeover, even this process's
+        own after a release, writes a new one)."""
+        own = self._own
+        return own is not None and (current.holder, current.acquire_time) == (
+            own.holder,
+            own.acquire_time,
+        )
+
+    def _deposed(self, current: LeaseRecord | None) -> bool:
+        """The lease is lost: the fence shuts, and this round of leading is over (the
+        campaign exits; even a lease found free is not taken back by the same round)."""
+        self.fence.close()
+        self._acquired = False
+        if current is not None:
+            self.observed = observe(self.observed, current, self.clock.monotonic())
+        else:
+            self.observed = None
+        return False
 
     def _failed(self, exc: ApiError) -> None:
         message = str(exc)
@@ -466,8 +507,8 @@ class Elector:
         while (remaining := deadline - self.clock.monotonic()) > 0:
             if await self.try_acquire_or_renew(remaining):
                 return None
-            if self.holder not in ("", self.identity):
-                return f"it is held by {self.holder}"
+            if not self._acquired:
+                return f"it is held by {self.holder}" if self.holder else "it was taken"
             wait = min(self.config.retry_period_seconds, deadline - self.clock.monotonic())
             await self.clock.sleep(max(0.0, wait))
         return (
@@ -489,6 +530,7 @@ class Elector:
             if not self.leading:
                 return False
             record = released(self.clock.now(), current)
+            self.fence.close()  # nothing more goes out once a standby may take it
             await self._io(self.lock.update(record), deadline)
         except (ApiError, TimeoutError) as exc:
             log.warning("could not release lease %s: %s", self.lock.describe, exc or "timeout")
@@ -597,18 +639,22 @@ async def serve_standby(
 
 
 async def run_elected(
-    config: OperatorConfig, lead: Lead, warm: Callable[[], bool] = lambda: True
+    config: OperatorConfig,
+    lead: Lead,
+    warm: Callable[[], bool] = lambda: True,
+    fence: WriteFence | None = None,
 ) -> int:
     """The operator under an election (config.leader_election); the exit status.
-    ``warm``: whether the operator could act at once if it led (Elector.warm)."""
+    ``warm``: whether the operator could act at once if it led (Elector.warm);
+    ``fence``: what the operator's client asks before each write (fence.py)."""
     election = config.leader_election
-    kube = Kube(await load_configuration(), concurrency=2)
+    kube = Kube(await load_configuration(), concurrency=2, user_agent=user_agent(election.identity))
     # The client's own timeout only backs up the attempts' deadlines (at most the renew
     # deadline), which must fire first: a request cut off by it ends as an ApiError.
     lock = KubeLeaseLock(
         kube, election.namespace, election.lease_name, timeout=election.lease_duration_seconds
     )
-    elector = Elector(lock, election, warm=warm)
+    elector = Elector(lock, election, warm=warm, fence=fence)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

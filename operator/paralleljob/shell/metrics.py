@@ -98,6 +98,12 @@ API_REQUESTS = Counter(
     '(code "0": no answer)',
     ["verb", "resource", "code"],
 )
+WRITES_FENCED = Counter(
+    f"{PREFIX}_writes_fenced",
+    "Writes not sent because this replica's Lease was not valid by its own clock (a pause "
+    "past the Lease, or the Lease lost), by verb and resource",
+    ["verb", "resource"],
+)
 API_RATE_LIMITER_WAIT = Histogram(
     f"{PREFIX}_api_rate_limiter_duration_seconds",
     "Time requests waited for the client-side rate limiter (PJ_API_QPS)",

@@ -578,6 +578,76 @@ def test_the_leader_gives_up_at_once_when_the_lease_names_another() -> None:
     assert clock.t - start == pytest.approx(2), "the first round, no renew deadline"
 
 
+# -- the write fence (issue 34): no write from a replica whose Lease is not valid ----------
+
+
+def test_each_renewal_opens_the_fence_for_the_renew_deadline_from_its_start() -> None:
+    server, clock = FakeLeaseServer(), FakeClock()
+    a, _ = candidate("pod-a", server, clock)
+    b, _ = candidate("pod-b", server, clock)
+    assert not a.fence.is_open() and not b.fence.is_open(), "shut before the first renewal"
+    assert attempt(a) and not attempt(b)
+    assert not b.fence.is_open(), "a standby writes nothing"
+    opened = clock.t
+    clock.t = opened + 9.99
+    assert a.fence.is_open()
+    clock.t = opened + 10
+    assert not a.fence.is_open(), "the renew deadline: client-go's leader has given up by now"
+    assert attempt(a) and a.fence.is_open(), "a renewal opens it again"
+
+
+def test_a_leader_paused_past_its_lease_writes_nothing_and_finds_it_lost() -> None:
+    """SIGSTOP for 25 s: the standby takes over; the resumed leader's fence is shut by its
+    own clock before it has made a single request, and its renewal round shuts it for good."""
+    server, clock = FakeLeaseServer(), FakeClock()
+    a, _ = candidate("pod-a", server, clock)
+    b, _ = candidate("pod-b", server, clock)
+    assert attempt(a) and not attempt(b)
+    paused = clock.t
+    clock.t = paused + 15
+    assert attempt(b) and b.fence.is_open()
+    clock.t = paused + 25  # pod-a resumes
+    assert not a.fence.is_open(), "shut on resuming, before any request"
+    assert asyncio.run(a._renew_round()) == "it is held by pod-b"
+    assert not a.fence.is_open() and not a.leading
+    writes = [record.holder for _, record in server.writes]
+    assert writes == ["pod-a", "pod-b"], "nothing written over pod-b's lease"
+
+
+def test_a_deposed_leader_does_not_take_back_a_lease_it_finds_free() -> None:
+    """Another replica led meanwhile and released the lease: what this one cached and
+    expected is older than that replica's writes, so its round of leading is over."""
+    server, clock = FakeLeaseServer(), FakeClock()
+    a, _ = candidate("pod-a", server, clock)
+    b, _ = candidate("pod-b", server, clock)
+    assert attempt(a) and not attempt(b)
+    clock.t += 15
+    assert attempt(b)
+    assert asyncio.run(b.release())
+    clock.t += 1
+    assert asyncio.run(a._renew_round()) == "it was taken"
+    assert not a.fence.is_open() and not a.leading
+    assert server.record is not None and server.record.holder == ""
+
+
+def test_a_lone_leader_paused_past_its_lease_writes_again_once_it_has_renewed() -> None:
+    server, clock = FakeLeaseServer(), FakeClock()
+    a, _ = candidate("pod-a", server, clock)
+    assert attempt(a)
+    clock.t += 25  # no standby took it
+    assert not a.fence.is_open()
+    assert asyncio.run(a._renew_round()) is None
+    assert a.fence.is_open() and a.leading
+
+
+def test_releasing_the_lease_shuts_the_fence_first() -> None:
+    server, clock = FakeLeaseServer(), FakeClock()
+    a, _ = candidate("pod-a", server, clock)
+    assert attempt(a)
+    assert asyncio.run(a.release())
+    assert not a.fence.is_open()
+
+
 def test_a_renewal_that_hangs_is_cut_off_at_the_renew_deadline() -> None:
     """The real clock, tiny timings: a hung request does not keep a leader past its lease."""
     server = FakeLeaseServer()
