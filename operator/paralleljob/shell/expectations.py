@@ -8,7 +8,9 @@ still had it. Upstream keeps two such records (``pkg/controller``):
 back until the informer has seen them all (or 5 minutes passed), and the job
 controller's ``uidTrackingExpectations`` (tracking_utils.go) remembers the pods whose
 finalizer removal is not observed yet. :class:`UIDTrackingExpectations` is both,
-by pod UID, for one job.
+by pod UID, for one job. As upstream's, a finalizer removal never expires while its pod
+is cached with the finalizer: forgotten after a timeout, a slow watch would show the
+finished pod as not yet counted, and it would be counted twice (issue 34).
 
 Pure: the caller passes the time (monotonic seconds) and the cache's pods.
 """
@@ -19,7 +21,9 @@ from collections.abc import Mapping
 
 from ..core.model import PodInfo
 
-#: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes.
+#: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes
+#: (a pod lost to the cache must not hold its job back for ever; one created too many is
+#: deleted again). Finalizer removals have no timeout.
 EXPECTATIONS_TIMEOUT = 300.0
 
 #: Pod UID -> when the API call that the cache has yet to show succeeded.
@@ -91,8 +95,8 @@ class UIDTrackingExpectations:
     def _unsettled(
         self, pods: Mapping[str, PodInfo], now: float
     ) -> tuple[Pending, Pending, Pending]:
-        """The creations, deletions and finalizer removals that the cache does not
-        settle yet and that have not timed out."""
+        """The creations and deletions that the cache does not settle yet and that have
+        not timed out, and the finalizer removals it does not settle yet."""
 
         def live(since: float) -> bool:
             return now - since <= EXPECTATIONS_TIMEOUT
@@ -106,6 +110,6 @@ class UIDTrackingExpectations:
         removals = {
             u: t
             for u, t in self._finalizer_removals.items()
-            if (p := pods.get(u)) is not None and p.has_finalizer and live(t)
+            if (p := pods.get(u)) is not None and p.has_finalizer
         }
         return creates, deletes, removals

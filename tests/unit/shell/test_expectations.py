@@ -59,6 +59,17 @@ def test_expectations_time_out_after_five_minutes() -> None:
     assert exp.satisfied({}, now=EXPECTATIONS_TIMEOUT + 1)
 
 
+def test_a_finalizer_removal_never_expires_while_its_pod_shows_the_finalizer() -> None:
+    """Upstream's uidTrackingExpectations have no timeout: a watch slower than five
+    minutes must not make a released, counted pod look uncounted (counted twice)."""
+    exp = UIDTrackingExpectations()
+    exp.expect_finalizer_removed("done", 0.0)
+    later = 10 * EXPECTATIONS_TIMEOUT
+    assert exp.expected_removed_finalizers({"done": DONE}, now=later) == frozenset({"done"})
+    assert exp.unobserved_since({"done": DONE}, now=later) == 0.0
+    assert exp.expected_removed_finalizers({}, now=later) == frozenset(), "gone: settled"
+
+
 def test_a_creation_is_expected_from_its_first_call() -> None:
     exp = UIDTrackingExpectations()
     exp.expect_creation("new", 0.0)
