@@ -18,6 +18,16 @@ No job syncs before the pods are listed, no pod is judged an orphan before the j
 (CacheSync). kopf has no index, so no barrier that holds every handler until every
 object is indexed (issue 23: CPU quadratic in the objects).
 
+A takeover trusts nothing stale (issue 34). What a standby cached may lack the last
+writes of the leader it replaces (its watch a little behind, or that leader paused and
+resumed): pods it created, finalizers it removed, counts it wrote. A new job record, or
+a sync, built on that would create pods again or count a pod twice. So under an election
+the controllers attach only once every job informer has caught up with the API server as
+of the takeover (Informer.catch_up: the current resourceVersion read after the Lease was
+taken, then the watch's events, or a bookmark, up to it), and no job syncs before the
+pod informers have too (CacheSync.current). A cache already at that version costs one
+LIST of one object per informer; a quiet one waits for a bookmark, about a second.
+
 The pod watch is filtered on the server by the label every pod the operator creates
 carries (kind.WATCH_LABEL), except with PJ_MANAGE_JOBS=all: then the pods the built-in
 Job controller created are the operator's too, and they carry only
@@ -130,12 +140,15 @@ class Caches:
     """The pod cache and the informers that fill it, and the controllers they feed
     (none while the process stands by)."""
 
-    def __init__(self, kube: Kube, config: OperatorConfig) -> None:
+    def __init__(self, kube: Kube, config: OperatorConfig, *, elected: bool = False) -> None:
         #: The operator's client: the informers' and, once leading, the controllers'.
         self.kube = kube
         self.kinds = job_kinds(config)
         self.pods = PodCache()
-        self.synced = CacheSync(pods=asyncio.Event(), jobs=asyncio.Event())
+        self.synced = CacheSync(pods=asyncio.Event(), jobs=asyncio.Event(), current=asyncio.Event())
+        #: Under a leader election: the caches filled before this process led catch up
+        #: when it starts leading (attach).
+        self.catch_up_on_attach = elected
         #: A controller per kind of job, by kind name, once attached.
         self.controllers: dict[str, Controller] = {}
         #: The informers, their sync, the freezes, and the finalizer releases.
@@ -183,7 +196,7 @@ class Caches:
             fence=fence,
             user_agent=user_agent(config.leader_election.identity),
         )
-        caches = cls(kube, config)
+        caches = cls(kube, config, elected=fence is not None)
         caches._unbind_gc = bound_full_collections(asyncio.get_running_loop().call_soon_threadsafe)
         return caches
 
@@ -203,6 +216,14 @@ class Caches:
         a turn of the event loop every REPLAY_YIELD_EVERY pods (an event for a pod
         meanwhile is seen as well: seeing a pod twice changes nothing); then starts the
         jobs already cached (start_cached_jobs)."""
+        if self.catch_up_on_attach:
+            # Started together: the pods' catch-up overlaps the jobs' (one bookmark's wait).
+            pods_current = asyncio.ensure_future(self._catch_up(self.pod_informers))
+            pods_current.add_done_callback(lambda _: self.synced.current.set())
+            self.tasks.add(pods_current)
+            pods_current.add_done_callback(self.tasks.discard)
+            jobs = [i for each in self.job_informers.values() for i in each]
+            await self._catch_up(jobs)  # before the records start any job
         self.controllers = dict(controllers)
         for name, controller in self.controllers.items():
             controller.job_exists = self.job_exists_for(name, controller)
@@ -343,11 +364,23 @@ class Caches:
         return sum(len(i.store) for i in self.job_informers[kind])
 
     # -- the startup ---------------------------------------------------------------------
+    async def _catch_up(self, informers: list[Informer[Any]]) -> None:
+        started = asyncio.get_running_loop().time()
+        await asyncio.gather(*(i.catch_up() for i in informers))
+        log.info(
+            "%s: as new as the API server after %.2fs",
+            ", ".join(i.name for i in informers),
+            asyncio.get_running_loop().time() - started,
+        )
+
     async def _open_gates(self) -> None:
-        """Job syncs start once every pod is listed; orphans are judged once every job
-        is too (the controllers attached by then; later ones judge as they attach)."""
+        """Job syncs start once every pod is listed (under an election: once caught up,
+        see attach); orphans are judged once every job is listed too (the controllers
+        attached by then; later ones judge as they attach)."""
         await asyncio.gather(*(i.synced.wait() for i in self.pod_informers))
         self.synced.pods.set()
+        if not self.catch_up_on_attach:
+            self.synced.current.set()
         log.info("pods listed: %d jobs have pods", len(self.pods))
         for informers in self.job_informers.values():
             await asyncio.gather(*(i.synced.wait() for i in informers))

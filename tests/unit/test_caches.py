@@ -364,3 +364,118 @@ def test_a_job_deleted_before_kopf_listed_it_ends_its_loop() -> None:
         return rt
 
     assert asyncio.run(run()).loop.stopped
+
+
+# -- a takeover trusts nothing stale (issue 34) ------------------------------------------
+class Etcd:
+    """One resourceVersion counter for every resource, as etcd's revision."""
+
+    def __init__(self) -> None:
+        self.rv = 0
+
+
+class Server:
+    """One resource as the API server's watch cache serves it: a long watch brings the
+    events there when it started, then nothing (a standby whose watch is behind); a
+    watch of at most 3 s ends with a bookmark at the current version."""
+
+    def __init__(self, etcd: Etcd) -> None:
+        self.etcd = etcd
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.idle = asyncio.Event()
+
+    def put(self, body: dict[str, Any]) -> None:
+        self.etcd.rv += 1
+        meta = {**body["metadata"], "resourceVersion": str(self.etcd.rv)}
+        body = {**body, "metadata": meta}
+        kind = "MODIFIED" if meta["uid"] in self.objects else "ADDED"
+        self.objects[meta["uid"]] = body
+        self.events.append({"type": kind, "object": body})
+
+    async def list_page(self, query: list[tuple[str, str]]) -> dict[str, Any]:
+        items = list(self.objects.values())[: int(dict(query)["limit"])]
+        return {"metadata": {"resourceVersion": str(self.etcd.rv)}, "items": items}
+
+    def watch(self, query: list[tuple[str, str]]) -> Any:
+        args = dict(query)
+        return self._watch(int(args["resourceVersion"]), int(args["timeoutSeconds"]))
+
+    async def _watch(self, since: int, timeout: int) -> Any:
+        await asyncio.sleep(0)
+        for event in list(self.events):
+            if int(event["object"]["metadata"]["resourceVersion"]) > since:
+                yield event
+        if timeout <= 3:
+            rv = str(self.etcd.rv)
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": rv}}}
+            return
+        self.idle.set()
+        await asyncio.Event().wait()
+
+
+async def _standing_by(jobs: Server, pods: Server) -> Caches:
+    """An elected replica's caches, standing by: listed, and their long watches idle."""
+    caches = Caches(cast(Kube, None), OperatorConfig(manage_jobs=MANAGE_JOBS_OFF), elected=True)
+    caches.job_informers[PARALLELJOB.kind][0]._source = jobs
+    caches.pod_informers[0]._source = pods
+    caches.start()
+    await asyncio.wait_for(asyncio.gather(jobs.idle.wait(), pods.idle.wait()), 5)
+    return caches
+
+
+async def _stop(caches: Caches) -> None:
+    """The informers and gates stopped (their client is no real one to close)."""
+    tasks = list(caches.tasks)
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
+def test_a_takeover_acts_on_nothing_older_than_the_api_server() -> None:
+    """The leader being replaced started a job and created its pod; the standby's
+    watches had not brought either when it took the Lease. The new leader starts the job
+    from its version now (not the record it kept), and syncs no job before its pod cache
+    shows that pod: without the catch-up it would create the pod again."""
+
+    async def run() -> tuple[list[str], bool]:
+        etcd = Etcd()
+        jobs, pods = Server(etcd), Server(etcd)
+        jobs.put(_job("a", "u-a", "0"))
+        caches = await _standing_by(jobs, pods)
+        # The last leader's writes, after the standby's watches last brought anything.
+        jobs.put(_job("a", "u-a", "0", startTime="2026-12-04T10:00:00Z"))
+        pods.put(_pod("a-1", "u-a"))
+        controller = Controller(
+            FakeApi(JOB), FakeRecorder(), ControllerConfig(), caches.pods.pods_of
+        )
+        current_before_attach = caches.synced.current.is_set()
+        await asyncio.wait_for(caches.attach({PARALLELJOB.kind: controller}), 5)
+        await asyncio.wait_for(caches.synced.current.wait(), 5)
+        seen = [p.name for p in caches.pods.pods_of("u-a")]
+        await controller.stop_all()
+        await _stop(caches)
+        return seen, current_before_attach
+
+    seen, current_before_attach = asyncio.run(run())
+    assert not current_before_attach, "no job syncs on what the standby cached"
+    assert seen == ["a-1"], "the last leader's pod is in the cache before any sync"
+
+
+def test_a_takeover_starts_a_job_from_its_version_at_the_api_server() -> None:
+    async def run() -> JobRuntime:
+        etcd = Etcd()
+        jobs, pods = Server(etcd), Server(etcd)
+        jobs.put(_job("a", "u-a", "0"))
+        caches = await _standing_by(jobs, pods)
+        jobs.put(_job("a", "u-a", "0", startTime="2026-12-04T10:00:00Z"))
+        api = FakeApi(JOB)
+        controller = Controller(api, FakeRecorder(), ControllerConfig(), caches.pods.pods_of)
+        await asyncio.wait_for(caches.attach({PARALLELJOB.kind: controller}), 5)
+        rt = controller.jobs["u-a"]
+        await controller.stop_all()
+        await _stop(caches)
+        return rt
+
+    rt = asyncio.run(run())
+    assert rt.resource_version == "2", "the version the last leader wrote, not the record's 1"

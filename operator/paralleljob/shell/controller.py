@@ -56,6 +56,10 @@ class CacheSync:
     pods: asyncio.Event = field(default_factory=_synced_now)
     #: The pods and which jobs exist: no pod is taken for an orphan before.
     jobs: asyncio.Event = field(default_factory=_synced_now)
+    #: The caches at least as new as the API server was when this process began to
+    #: lead (caches.py): no job syncs before, as it would act on what they do not show
+    #: of the last leader's writes (without an election: the pods listed).
+    current: asyncio.Event = field(default_factory=_synced_now)
 
 
 #: A pod's finalizer release, for the caller to run (None: nothing to release).
@@ -89,7 +93,7 @@ class Controller:
             config,
             clock.monotonic,
             self.status.forget,
-            ready=self.synced.pods,
+            ready=self.synced.current,
         )
         #: Pods that looked orphaned before the caches synced, by uid: judged then.
         self.orphans_to_judge: dict[str, PodInfo] = {}

@@ -13,7 +13,11 @@ projection per object (a PodInfo, or nothing but the key), and:
 * lists again when the watch answers 410 Gone, applying what changed and dropping
   what is no longer listed (the reflector's Replace);
 * says when the first listing is in (:attr:`Informer.synced`): job syncs and orphan
-  checks wait for it, as upstream's controllers wait for their caches to sync.
+  checks wait for it, as upstream's controllers wait for their caches to sync;
+* catches up with the API server on demand (:meth:`Informer.catch_up`): a replica that
+  becomes leader with caches it filled while standing by must not act on them before
+  they show what the API server holds now, the last writes of the leader it replaces
+  included (issue 34).
 
 Every change is handed to ``on_change(old, new, gone)`` in the order the API server
 gave: ``old`` the projection kept (None: new to the store), ``new`` the object's
@@ -55,12 +59,31 @@ YIELD_EVERY = 100
 TURN_SECONDS = 0.01
 #: Only the metadata of each object (PartialObjectMetadata), for an informer that needs
 #: no more; a server that cannot send it sends the object.
+#: How long each watch lasts while the informer catches up: the API server's watch cache
+#: sends a bookmark 2 s before a watch's deadline (cache_watcher.go, nextBookmarkTime), so
+#: a 3 s watch brings the cache's resourceVersion within about a second even when nothing
+#: changes, where a long watch's first bookmark comes after a minute.
+CATCH_UP_WATCH_SECONDS = 3
+#: How long catching up may take before the informer lists afresh instead (a list is as
+#: new as the API server at once, but costs what a listing of every object costs).
+CATCH_UP_RELIST_SECONDS = 20.0
 METADATA_ONLY_LIST = (
     "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 )
 METADATA_ONLY_WATCH = (
     "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 )
+
+
+def version_number(resource_version: str) -> int | None:
+    """A resourceVersion as the number it is on every API server backed by etcd (the
+    1.35 apimachinery's CompareResourceVersion reads it so); None for anything else, with
+    which the caller fails open, as upstream's consistency checks do."""
+    try:
+        number = int(resource_version)
+    except ValueError:
+        return None
+    return number if number > 0 else None
 
 
 class Expired(Exception):
@@ -124,6 +147,11 @@ class Informer(Generic[T]):
         self.resource_version = ""
         #: How many times the informer has listed (the first listing included).
         self.lists = 0
+        #: While catching up: the resourceVersion to reach, and whether it is reached.
+        self._target: int | None = None
+        self._caught_up = asyncio.Event()
+        #: The watch request in progress (a catch-up ends it for a shorter one).
+        self._watching: asyncio.Future[None] | None = None
 
     def _query(self) -> list[tuple[str, str]]:
         return [("labelSelector", self._selector)] if self._selector else []
@@ -137,7 +165,7 @@ class Informer(Generic[T]):
             try:
                 if not self.resource_version:
                     await self.list_all()
-                await self.watch()
+                await self._watch_once()
                 retry.succeeded()
             except Expired:
                 log.info(
@@ -154,6 +182,79 @@ class Informer(Generic[T]):
                 delay = retry.failed(*self._retry_delays)
                 log.exception("%s: failed; again in %.0fs", self.name, delay)
                 await asyncio.sleep(delay)
+
+    async def _watch_once(self) -> None:
+        """One watch, which a catch-up may end early (to start a shorter one)."""
+        self._watching = asyncio.ensure_future(self.watch())
+        try:
+            await self._watching
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # the informer itself is cancelled
+        finally:
+            self._watching = None
+
+    def _end_watch(self) -> None:
+        if self._watching is not None:
+            self._watching.cancel()
+
+    async def current_version(self) -> int | None:
+        """The resourceVersion the API server is at now: a consistent LIST of one object
+        (no resourceVersion given: read from etcd's quorum, or from a watch cache that
+        waited until it was as new). Retried until it answers."""
+        retry = Retry()
+        while True:
+            try:
+                page = await self._source.list_page([*self._query(), ("limit", "1")])
+            except ApiError as exc:
+                delay = retry.failed(*self._retry_delays)
+                log.warning(
+                    "%s: reading the current version: %s; again in %.0fs", self.name, exc, delay
+                )
+                await asyncio.sleep(delay)
+                continue
+            return version_number(str((page.get("metadata") or {}).get("resourceVersion") or ""))
+
+    def _reached(self, target: int) -> bool:
+        current = version_number(self.resource_version)
+        return current is None or current >= target
+
+    async def catch_up(self) -> None:
+        """Returns once the store is at least as new as the API server was when this was
+        called: the first listing done, then every event up to the API server's current
+        resourceVersion applied (watch events come in resourceVersion order, so one at or
+        past it means none before it is missing). A watch with no event to bring is
+        replaced by short ones until a bookmark says so (CATCH_UP_WATCH_SECONDS); after
+        CATCH_UP_RELIST_SECONDS the informer lists afresh instead."""
+        await self.synced.wait()
+        target = await self.current_version()
+        if target is None or self._reached(target):
+            return
+        self._target = target
+        self._caught_up.clear()
+        self._end_watch()
+        try:
+            try:
+                await asyncio.wait_for(self._caught_up.wait(), CATCH_UP_RELIST_SECONDS)
+            except TimeoutError:
+                log.warning(
+                    "%s: not at resourceVersion %d after %.0fs (at %s): listing again",
+                    self.name,
+                    target,
+                    CATCH_UP_RELIST_SECONDS,
+                    self.resource_version,
+                )
+                self.resource_version = ""
+                self._end_watch()
+                await self._caught_up.wait()
+        finally:
+            self._target = None
+
+    def _at_version(self, resource_version: str) -> None:
+        self.resource_version = resource_version
+        if self._target is not None and self._reached(self._target):
+            self._caught_up.set()
 
     async def list_all(self) -> None:
         """One listing, page by page, each applied as it comes; then what was not listed
@@ -180,7 +281,7 @@ class Informer(Generic[T]):
                 break
         for uid in [uid for uid in self.store if uid not in listed]:
             self._on_change(self.store.pop(uid), None, True)
-        self.resource_version = resource_version
+        self._at_version(resource_version)
         self.lists += 1
         self.synced.set()
 
@@ -200,7 +301,7 @@ class Informer(Generic[T]):
             *self._query(),
             ("resourceVersion", self.resource_version),
             ("allowWatchBookmarks", "true"),
-            ("timeoutSeconds", str(self._watch_seconds)),
+            ("timeoutSeconds", str(self._watch_timeout())),
         ]
         loop = asyncio.get_running_loop()
         turn = loop.time()
@@ -214,6 +315,11 @@ class Informer(Generic[T]):
             if exc.status == 410:
                 raise Expired from exc
             raise
+
+    def _watch_timeout(self) -> int:
+        if self._target is not None:
+            return min(CATCH_UP_WATCH_SECONDS, self._watch_seconds)
+        return self._watch_seconds
 
     def handle(self, event: JsonDict) -> None:
         """One watch event applied."""
@@ -230,7 +336,7 @@ class Informer(Generic[T]):
         if kind != "BOOKMARK":
             self._apply(_uid(obj), self._project(obj), gone=kind == "DELETED")
         if rv:
-            self.resource_version = rv
+            self._at_version(rv)
 
     def _apply(self, uid: str, new: T | None, gone: bool) -> None:
         """Keeps ``new`` (unless gone) and hands on the change."""

@@ -136,7 +136,7 @@ class JobLoops:
         self.config = config
         self.monotonic = monotonic
         self._on_end = on_end
-        #: Set once the pod cache has listed: no job syncs before.
+        #: Set once the caches are current (CacheSync.current): no job syncs before.
         self._ready = ready
         self.jobs: dict[str, JobRuntime] = {}
         self._queue = WorkQueue()

@@ -28,10 +28,13 @@ def _controller(api: FakeApi, known: set[str], synced: CacheSync) -> Controller:
 
 
 def _unsynced() -> CacheSync:
-    return CacheSync(pods=asyncio.Event(), jobs=asyncio.Event())
+    return CacheSync(pods=asyncio.Event(), jobs=asyncio.Event(), current=asyncio.Event())
 
 
-def test_no_job_syncs_before_the_pods_are_listed() -> None:
+def test_no_job_syncs_before_the_caches_are_current() -> None:
+    """The pods listed (and, under an election, caught up with the API server as of the
+    takeover: CacheSync.current, which caches.py sets)."""
+
     async def run() -> tuple[int, FakeApi]:
         api = FakeApi(copy.deepcopy(JOB))
         synced = _unsynced()
@@ -39,8 +42,11 @@ def test_no_job_syncs_before_the_pods_are_listed() -> None:
         controller.job_seen(api.job)
         for _ in range(20):
             await asyncio.sleep(0)
-        before = len(api.calls)
         synced.pods.set()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        before = len(api.calls)
+        synced.current.set()
         await until(lambda: len(api.pods) == 2)
         await controller.stop_all()
         return before, api

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from paralleljob.shell.api import ApiError
-from paralleljob.shell.informer import Informer
+from paralleljob.shell.informer import Informer, version_number
 
 Change = tuple[str | None, str | None, bool]
 
@@ -228,3 +228,107 @@ def test_a_failed_watch_is_retried_from_the_same_version() -> None:
     asyncio.run(run())
     assert [dict(q)["resourceVersion"] for q in resource.watches[:2]] == ["1", "1"]
     assert informer.lists == 1, "a broken watch is resumed, not listed again"
+
+
+# -- catching up with the API server (issue 34: a takeover trusts nothing stale) ----------
+
+
+class QuietResource(Resource):
+    """As the API server's watch cache: a long watch brings the events after its version
+    and then nothing for a minute, not even a bookmark; a watch of at most 3 s ends with
+    one, at the resourceVersion of the last change. A watch brings only what was there
+    when it started: a standby whose watch lags behind a change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: Set once a long watch has brought what it had and waits.
+        self.idle = asyncio.Event()
+
+    async def _watch(self, since: int) -> AsyncIterator[dict[str, Any]]:
+        await asyncio.sleep(0)
+        timeout = int(dict(self.watches[-1])["timeoutSeconds"])
+        for event in list(self.events):
+            if int(event["object"]["metadata"]["resourceVersion"]) > since:
+                yield event
+        if timeout <= 3:
+            yield {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(self.rv)}}}
+            return
+        self.idle.set()
+        await asyncio.Event().wait()  # a minute of nothing, as far as a test can tell
+
+
+def test_catching_up_waits_for_a_short_watchs_bookmark_when_nothing_changes() -> None:
+    resource = QuietResource()
+    resource.put("a")
+    changes: list[Change] = []
+    informer = _informer(resource, changes)
+
+    async def run() -> None:
+        task = asyncio.create_task(informer.run())
+        await resource.idle.wait()
+        # The leader being replaced wrote after the standby's watch began, and that
+        # watch has not brought it (nor will it, for a minute).
+        resource.put("b")
+        await asyncio.wait_for(informer.catch_up(), 5)
+        assert (None, "b", False) in changes, "the missing write is in the store"
+        assert informer.resource_version == str(resource.rv)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    timeouts = [dict(q)["timeoutSeconds"] for q in resource.watches]
+    assert timeouts[0] == "300" and timeouts[1] == "3", timeouts
+    # The consistent read of the current version: one object, no resourceVersion.
+    assert [dict(q) for q in resource.pages][-1] == {"limit": "1"}
+
+
+def test_a_cache_already_as_new_catches_up_without_ending_its_watch() -> None:
+    resource = QuietResource()
+    resource.put("a")
+    informer = _informer(resource, [])
+
+    async def run() -> None:
+        task = asyncio.create_task(informer.run())
+        await resource.idle.wait()
+        await asyncio.wait_for(informer.catch_up(), 5)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert len(resource.watches) == 1
+
+
+def test_catching_up_lists_again_when_no_bookmark_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server whose short watches bring nothing either: listed afresh after the limit."""
+    from paralleljob.shell import informer as informer_module
+
+    monkeypatch.setattr(informer_module, "CATCH_UP_RELIST_SECONDS", 0.05)
+    resource = Resource()
+    resource.put("a")
+
+    async def silent(since: int) -> AsyncIterator[dict[str, Any]]:
+        await asyncio.Event().wait()
+        yield {}
+
+    informer = _informer(resource, [])
+
+    async def run() -> None:
+        task = asyncio.create_task(informer.run())
+        await informer.synced.wait()
+        resource._watch = silent  # type: ignore[method-assign]
+        resource.put("b")
+        await asyncio.wait_for(informer.catch_up(), 5)
+        assert "b" in informer.store
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+    assert informer.lists == 2
+
+
+@pytest.mark.parametrize(("rv", "number"), [("42", 42), ("", None), ("x1", None), ("0", None)])
+def test_version_number(rv: str, number: int | None) -> None:
+    assert version_number(rv) == number
