@@ -184,6 +184,42 @@ class Operator:
         return "\n".join(parts)
 
 
+#: The Lease the operators elect on (the test's namespace holds it).
+LEASE = "paralleljob-operator"
+
+
+class Pair:
+    """Two candidates, ``a`` and ``b`` (their pod names), for one Lease."""
+
+    def __init__(self, namespace: str, log_dir: Path, **settings: str) -> None:
+        self.ops = {
+            name: Operator(namespace, log_dir / name, self._env(namespace, name, settings))
+            for name in ("op-a", "op-b")
+        }
+        for op in self.ops.values():
+            op.log_dir.mkdir()
+
+    @staticmethod
+    def _env(namespace: str, name: str, settings: dict[str, str]) -> dict[str, str]:
+        return operator_env(
+            PJ_LEADER_ELECT="true",
+            PJ_LEADER_ELECTION_NAMESPACE=namespace,
+            POD_NAME=name,
+            **settings,
+        )
+
+    def leader(self, k: Kubectl) -> Operator | None:
+        got = k.run("get", "lease", LEASE, "-o", "json", check=False)
+        if got.returncode != 0:
+            return None
+        holder = json.loads(got.stdout)["spec"].get("holderIdentity")
+        op = self.ops.get(holder or "")
+        return op if op is not None and op.running else None
+
+    def other(self, op: Operator) -> Operator:
+        return next(o for o in self.ops.values() if o is not op)
+
+
 def operator_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")
