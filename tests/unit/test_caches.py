@@ -479,3 +479,37 @@ def test_a_takeover_starts_a_job_from_its_version_at_the_api_server() -> None:
 
     rt = asyncio.run(run())
     assert rt.resource_version == "2", "the version the last leader wrote, not the record's 1"
+
+
+@pytest.mark.parametrize("first", ["informer", "kopf"])
+def test_a_late_event_of_the_other_stream_never_restarts_a_deleted_job(first: str) -> None:
+    """Both streams tell of the job: one shows it deleted, the other's MODIFIED, sent
+    before the deletion, arrives after. Without the tombstone that MODIFIED started a
+    new loop for the deleted job, whose sync created pods for it."""
+
+    async def run() -> tuple[Controller, FakeApi]:
+        caches, controller, api = _attached(ControllerConfig())
+        controller.job_seen(JOB)
+        if first == "informer":
+            caches._job_listed(PARALLELJOB.kind)(CachedJob(JOB["metadata"]["uid"]), None, True)
+        else:
+            await controller.job_gone(JOB["metadata"]["uid"])
+        await asyncio.gather(*caches.tasks)
+        await controller.stop_all()
+        late = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "999"}}
+        controller.job_seen(late)
+        return controller, api
+
+    controller, api = asyncio.run(run())
+    assert controller.jobs == {}, "no loop for a deleted job"
+    assert [c for c in api.calls if c.method == "create_pod"] == []
+
+
+def test_deleted_jobs_are_remembered_up_to_a_bound() -> None:
+    from paralleljob.shell import controller as controller_module
+
+    _, controller, _ = _attached(ControllerConfig())
+    for i in range(controller_module.DELETED_REMEMBERED + 5):
+        controller.job_unlisted(f"u-{i}")
+    assert len(controller.deleted) == controller_module.DELETED_REMEMBERED
+    assert "u-0" not in controller.deleted and "u-5" in controller.deleted

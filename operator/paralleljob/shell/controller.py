@@ -65,6 +65,10 @@ class CacheSync:
 #: A pod's finalizer release, for the caller to run (None: nothing to release).
 Release = Coroutine[Any, Any, None] | None
 
+#: Deleted jobs' uids remembered, the oldest forgotten first: enough for every event of
+#: a deleted job still in flight on either job stream (kopf's and the informer's).
+DELETED_REMEMBERED = 10_000
+
 
 class Controller:
     def __init__(
@@ -100,6 +104,8 @@ class Controller:
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
         #: The uids of the jobs another controller runs (spec.managedBy), seen.
         self.left_alone: set[str] = set()
+        #: The uids of jobs seen deleted (a uid is never reused), as an ordered set.
+        self.deleted: dict[str, None] = {}
 
     @property
     def jobs(self) -> dict[str, JobRuntime]:
@@ -120,6 +126,8 @@ class Controller:
         hands the loop the newer version and wakes it unless the version is its own
         status write. No finalizer is needed: deleting a job never waits for us."""
         meta = body["metadata"]
+        if meta["uid"] in self.deleted:
+            return  # a late event of the other stream, or a record: never a loop again
         rt = self.jobs.get(meta["uid"])
         if rt is None:
             spec = body.get("spec") or {}
@@ -157,6 +165,7 @@ class Controller:
         released (upstream's deleteJob queues them as orphans); garbage collection
         deletes the pods by their owner reference."""
         self.left_alone.discard(uid)
+        self._remember_deleted(uid)
         rt = self.jobs.get(uid)
         if rt is not None:
             rt.loop.stop()
@@ -170,11 +179,20 @@ class Controller:
         else each pod's own deletion, releases them. kopf's watch may have shown the
         deletion first, while the loop's last sync still created pods: their events
         found the job still listed by the informer, and were kept."""
+        self._remember_deleted(uid)
         rt = self.jobs.get(uid)
         if rt is not None and not rt.loop.stopped:
             rt.loop.stop()
             return []
         return self._release_held(uid)
+
+    def _remember_deleted(self, uid: str) -> None:
+        """Both job streams tell of a deletion, in no fixed order with the other's
+        events: a MODIFIED still in flight on one after the other's DELETED would start
+        the deleted job's loop again (and its sync create pods for it)."""
+        self.deleted[uid] = None
+        if len(self.deleted) > DELETED_REMEMBERED:
+            del self.deleted[next(iter(self.deleted))]
 
     def _release_held(self, uid: str) -> list[Coroutine[Any, Any, None]]:
         """The releases of the finalizers the job's pods still hold."""
