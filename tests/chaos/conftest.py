@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.e2e.conftest import crd, operator, operator_settings  # noqa: F401 (fixtures)
+from tests.e2e.conftest import crd, operator, operator_settings, pair  # noqa: F401 (fixtures)
 from tests.e2e.support import Kubectl
 
 RECOVERY: list[tuple[str, float]] = []

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from bench import audit
-from tests.e2e.conftest import LEASE, Operator, Pair, cleanup
+from tests.e2e.conftest import LEASE, Operator, Pair, running_pair
 from tests.e2e.support import Kubectl, PodWatch, kubectl
 from tests.support.wait import wait_until
 
@@ -95,22 +95,7 @@ def _audited_kubeconfig(path: Path) -> Path:
 def audited_pair(crd: None, namespace: str, tmp_path: Path) -> Iterator[Pair]:
     """Two candidates acting as the audited service account."""
     kubeconfig = _audited_kubeconfig(tmp_path / "audited.kubeconfig")
-    pair = Pair(namespace, tmp_path, KUBECONFIG=str(kubeconfig))
-    for op in pair.ops.values():
-        op.start()
-    try:
-        yield pair
-    finally:
-        for op in pair.ops.values():
-            if op.proc is not None and op.proc.poll() is None:
-                op.thaw()  # a failed round may leave one stopped
-        running = [op for op in pair.ops.values() if op.running]
-        try:
-            if running:
-                cleanup(running[0], namespace)
-        finally:
-            for op in pair.ops.values():
-                op.stop()
+    yield from running_pair(Pair(namespace, tmp_path, KUBECONFIG=str(kubeconfig)), namespace)
 
 
 def _identity(op: Operator) -> str:

@@ -220,6 +220,32 @@ class Pair:
         return next(o for o in self.ops.values() if o is not op)
 
 
+def running_pair(pair: Pair, namespace: str) -> Iterator[Pair]:
+    """A fixture's body: both candidates started; then the test's jobs cleaned up (a
+    candidate a test left stopped resumed first) and both stopped."""
+    for op in pair.ops.values():
+        op.start()
+    try:
+        yield pair
+    finally:
+        for op in pair.ops.values():
+            if op.running:
+                op.thaw()
+        running = [op for op in pair.ops.values() if op.running]
+        try:
+            if running:
+                cleanup(running[0], namespace)
+        finally:
+            for op in pair.ops.values():
+                op.stop()
+
+
+@pytest.fixture
+def pair(crd: None, namespace: str, tmp_path: Path) -> Iterator[Pair]:
+    """Two operators electing a leader on a Lease in the test's namespace."""
+    yield from running_pair(Pair(namespace, tmp_path), namespace)
+
+
 def operator_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env.setdefault("PYTHONUNBUFFERED", "1")

@@ -7,35 +7,16 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.wait import wait_until
 
-from .conftest import Pair, cleanup
+from .conftest import Pair
 from .support import Kubectl, PodWatch, held, kwok_template, phase
 
 pytestmark = [pytest.mark.kwok]
-
-
-@pytest.fixture
-def pair(crd: None, namespace: str, tmp_path: Path) -> Iterator[Pair]:
-    pair = Pair(namespace, tmp_path)
-    for op in pair.ops.values():
-        op.start()
-    try:
-        yield pair
-    finally:
-        running = [op for op in pair.ops.values() if op.running]
-        try:
-            if running:
-                cleanup(running[0], namespace)
-        finally:
-            for op in pair.ops.values():
-                op.stop()
 
 
 def _created_after(watch: PodWatch, since: float) -> float:
