@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
@@ -53,6 +54,10 @@ log = logging.getLogger(__name__)
 #: How often an idle watch is sent a BOOKMARK (kube-apiserver: about once a minute;
 #: shorter here so that a run of a minute sees several).
 BOOKMARK_SECONDS = 10.0
+#: kube-apiserver's watch cache also sends a bookmark this long before a watch's deadline
+#: (cache_watcher.go, nextBookmarkTime), none once that time has passed: the operator's
+#: catch-up after a takeover (informer.py) relies on it.
+PRE_TIMEOUT_BOOKMARK_SECONDS = 2.0
 #: A watch without timeoutSeconds ends after this long (kube-apiserver's
 #: --min-request-timeout, 1800 s, is longer than any run).
 WATCH_SECONDS = 1800.0
@@ -60,6 +65,13 @@ WATCH_SECONDS = 1800.0
 WRITE_BATCH = 500
 _PARTIAL = "as=PartialObjectMetadata"
 _JOB_KINDS = ("Job", "ParallelJob")
+
+
+def next_bookmark_time(now: float, end: float, period: float) -> float:
+    """When a watch ending at ``end`` is next sent a bookmark: every ``period``, and
+    PRE_TIMEOUT_BOOKMARK_SECONDS before its end; never again once that has passed."""
+    at = min(now + period, end - PRE_TIMEOUT_BOOKMARK_SECONDS)
+    return at if at >= now else math.inf
 
 
 @dataclass(frozen=True)
@@ -352,12 +364,12 @@ class StubServer:
         bookmark period has passed."""
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout
-        next_bookmark = loop.time() + self.bookmark_seconds
+        next_bookmark = next_bookmark_time(loop.time(), end, self.bookmark_seconds)
         timed = watcher.kind.kind in _JOB_KINDS
         while (now := loop.time()) < end:
             if bookmarks and now >= next_bookmark:
                 watcher.bookmark(self.store.rv)
-                next_bookmark = now + self.bookmark_seconds
+                next_bookmark = next_bookmark_time(now, end, self.bookmark_seconds)
             items = watcher.take()
             if not items:
                 wait = min(end, next_bookmark if bookmarks else end) - now

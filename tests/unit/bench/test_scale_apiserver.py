@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
+import pytest
 
 from bench.scale import objects, resources
-from bench.scale.apiserver import StubServer, resolve
+from bench.scale.apiserver import StubServer, next_bookmark_time, resolve
 from bench.scale.record import Recorder
 from bench.scale.store import Store
 
@@ -251,5 +253,35 @@ def test_a_path_not_served_is_404_and_recorded() -> None:
         status, body = await get(session, "/apis/kopf.dev/v1/kopfpeerings")
         assert status == 404 and body["kind"] == "Status"
         assert server.recorder.unknown == {"GET /apis/kopf.dev/v1/kopfpeerings": 1}
+
+    run(test)
+
+
+@pytest.mark.parametrize(
+    ("now", "end", "expected"),
+    [
+        pytest.param(0.0, 1800.0, 0.05, id="a long watch: every period"),
+        pytest.param(0.0, 3.0, 0.05, id="a short watch: every period, before its end"),
+        pytest.param(0.0, 2.04, 0.04, id="two seconds before the end, if sooner"),
+        pytest.param(0.5, 2.0, math.inf, id="past that: no more"),
+    ],
+)
+def test_bookmarks_come_every_period_and_before_the_deadline(
+    now: float, end: float, expected: float
+) -> None:
+    assert next_bookmark_time(now, end, 0.05) == pytest.approx(expected)
+
+
+def test_a_short_watch_with_nothing_to_bring_ends_with_a_bookmark_at_the_current_version() -> None:
+    """The operator's catch-up (informer.py) reads the current version from it."""
+
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        _, listed = await get(session, "/api/v1/pods", params={"limit": "1"})
+        rv = listed["metadata"]["resourceVersion"]
+        server.bookmark_seconds = 60.0
+        params = {"resourceVersion": rv, "allowWatchBookmarks": "true", "timeoutSeconds": "3"}
+        (bookmark,) = await watch_lines(session, "/api/v1/pods", params, 1)
+        assert bookmark["type"] == "BOOKMARK"
+        assert bookmark["object"]["metadata"]["resourceVersion"] == rv
 
     run(test)
