@@ -2,6 +2,16 @@
 informers (shell/informer.py), each pod read once into a PodInfo (kind.kind_of_pod says
 as what kind's) and filed by its jobs' uids (pod_cache.py).
 
+One watch per kind of object (issue 34): the jobs' informers are also what the job loops
+read. Each job listed, added or modified is handed whole to its kind's controller
+(Controller.job_seen: its loop starts, or is given the newer version), each deletion
+ends its loop (Controller.job_deleted). kopf runs the operator (its start-up, the
+probes, the login) but watches no job: it would be a second stream of the same jobs, in
+no fixed order with this one (a late event of one after the other's deletion restarted
+a deleted job's loop), and neither the standby's records nor the takeover's catch-up
+below could be built on it (kopf starts only once leading, and keeps its resourceVersion
+and bookmarks to itself).
+
 The caches need no controller, so they start before any: under a leader election as
 soon as the process stands by (cli.py), so that a standby takes over with them in sync
 (a warm standby: listing 50,000 pods took 10 s on an idle API server and 16-27 s on a
@@ -9,13 +19,13 @@ busy one, issue 23, and is off the failover's path); without one at kopf's start
 controllers are attached once the process leads: each then sees every pod already
 cached, as a listing would have handed it on (orphans among them are judged then), and
 runs every job the standby kept a record of (job_record: what a runtime reads, 1-2 KB of
-JSON), the new ones first. kopf's listing of the jobs, which a new leader's controllers
-would otherwise wait for (a job created during a failover is listed last: its first pod
-came 18-30 s after the takeover at 10,000 jobs, issue 23), then finds them running; its
-events keep each job's version up to date as before. Once leading, no record is kept.
+JSON), the new ones first (a job created during a failover, listed last, had its first
+pod 18-30 s after the takeover at 10,000 jobs when the new leader listed them again,
+issue 23). Once leading, no record is kept: the informer's events keep each job's
+version up to date.
 
 No job syncs before the pods are listed, no pod is judged an orphan before the jobs are
-(CacheSync). kopf has no index, so no barrier that holds every handler until every
+(CacheSync). No index of kopf's, so no barrier that holds every handler until every
 object is indexed (issue 23: CPU quadratic in the objects).
 
 A takeover trusts nothing stale (issue 34). What a standby cached may lack the last
@@ -175,6 +185,7 @@ class Caches:
                     project=self._job_reader(kind),
                     on_change=self._job_listed(kind.kind),
                     name=f"{kind.plural} in {ns or 'all namespaces'}",
+                    on_object=self._job_watched(kind.kind),
                 )
                 for ns in _scopes(config)
             ]
@@ -248,15 +259,17 @@ class Caches:
         listing: created since), a turn of the event loop every REPLAY_YIELD_EVERY jobs;
         the records are dropped. The new ones start before the cached pods are replayed
         (a new job has none): a job created while no replica led, e.g. during a
-        failover, is the one waiting for a pod. kopf's listing, which the new leader's
-        controllers no longer wait for, then finds every job started (the same version:
-        nothing to do). The number started."""
+        failover, is the one waiting for a pod. A job deleted, or changed, while this
+        goes (the informer runs between the turns) is not started from its record: its
+        deletion ended it, its change started it. The number started."""
         started = 0
         for name, controller in self.controllers.items():
             for informer in self.job_informers[name]:
                 for cached in reversed(list(informer.store.values())):
                     if not cached.record or cached.new != new:
                         continue
+                    if informer.store.get(cached.uid) is not cached:
+                        continue  # deleted, or its event came meanwhile
                     informer.store[cached.uid] = CachedJob(cached.uid)
                     controller.job_seen(json.loads(cached.record))
                     started += 1
@@ -332,6 +345,16 @@ class Caches:
 
         return read_job
 
+    def _job_watched(self, kind: str) -> Callable[[JsonDict], None]:
+        def on_object(body: JsonDict) -> None:
+            """A job listed, added or modified, handed to its loop once leading
+            (standing by, its record is what is kept: read_job)."""
+            controller = self.controllers.get(kind)
+            if controller is not None:
+                controller.job_seen(body)
+
+        return on_object
+
     def _job_listed(self, kind: str) -> Callable[[CachedJob | None, CachedJob | None, bool], None]:
         def on_change(old: CachedJob | None, new: CachedJob | None, gone: bool) -> None:
             """A job deleted (or no longer listed): its loop ends, and the pods it still
@@ -339,7 +362,7 @@ class Caches:
             judge its pods as orphans when they attach)."""
             controller = self.controllers.get(kind)
             if gone and old and controller is not None:
-                for release in controller.job_unlisted(old.uid):
+                for release in controller.job_deleted(old.uid):
                     self.spawn(release, f"release the pods of deleted job {old.uid}")
 
         return on_change
@@ -348,8 +371,8 @@ class Caches:
         informers = self.job_informers[kind]
 
         def job_exists(uid: str) -> bool:
-            """Listed or watched, or already seen by the controller (kopf's job watch
-            may be ahead of the metadata informer)."""
+            """Listed or watched: a running loop's, one left to another controller, or
+            one in the informer's store."""
             rt = controller.jobs.get(uid)
             return (
                 (rt is not None and not rt.loop.stopped)  # a stopped loop's job is gone

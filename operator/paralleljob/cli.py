@@ -258,11 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     import kopf
 
-    from . import handlers  # registers the handlers
+    from . import handlers  # noqa: F401 (registers the handlers)
     from .caches import Caches
-
-    if config.manage_jobs != MANAGE_JOBS_OFF:
-        handlers.watch_jobs()
 
     # What is imported by now (kopf, aiohttp, the kubernetes client: some 60,000 objects)
     # lives as long as the process. Frozen, it is no longer walked by every full

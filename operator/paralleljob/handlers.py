@@ -1,24 +1,23 @@
-"""The kopf wiring: thin handlers that feed the controllers, one per kind of job
-(core/kind.py): ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
+"""The kopf wiring: the operator's life, one controller per kind of job (core/kind.py):
+ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
 
-* ``paralleljob_event``, ``job_event`` -- the first event of a job starts its sync loop
-  (an asyncio task, not a kopf daemon: a daemon would need a finalizer on every job,
-  and deleting a job must never wait for the operator); later events wake it; DELETED
-  stops it and releases its pods' finalizers. The Job handlers are registered only
-  when Jobs are managed (:func:`watch_jobs`, called by the CLI).
-* ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
-  longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``startup`` -- builds a controller per kind from the settings in kopf's memo (parsed
   once by the CLI), attaches them to the caches (caches.py: the operator's own pod and
   job informers, started there unless a standby started them already) and serves the
-  Prometheus metrics (metrics.py).
+  Prometheus metrics (metrics.py). The jobs' informers hand each job to its controller:
+  the first sight of a job starts its sync loop (an asyncio task, not a kopf daemon: a
+  daemon would need a finalizer on every job, and deleting a job must never wait for
+  the operator), later ones wake it, its deletion stops it and releases its pods'
+  finalizers. kopf itself watches no job (one watch per kind, caches.py says why).
+* ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
+  longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
+* ``cleanup`` -- stops the loops, the metrics server and the caches.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import kopf
@@ -26,17 +25,11 @@ from aiohttp import web
 
 from .caches import Caches
 from .config import OperatorConfig
-from .core.kind import PARALLELJOB, batch_job
 from .shell import metrics
 from .shell.controller import Controller
 from .shell.events import EventRecorder
-from .shell.informer import PAGE_SIZE
 from .shell.kube import load_configuration
 from .shell.progress import describe
-
-#: The batch/v1 Job as kopf watches it (the keys are the same for both settings of
-#: batch_job).
-_JOB = batch_job(take_unmanaged=False)
 
 
 class App:
@@ -78,31 +71,11 @@ async def login(**_: Any) -> kopf.ConnectionInfo:
     )
 
 
-class NoDiffBase(kopf.DiffBaseStorage):
-    """kopf's diff base, for an operator with event handlers and indexes only: kopf
-    builds it (a deep copy of the object) and diffs it against the last handled one on
-    every event, for change handlers, which this operator has none of. Nothing is
-    built, fetched or stored: profiled under load, that was 6% of the operator's CPU."""
-
-    def build(
-        self, *, body: kopf.Body, extra_fields: Iterable[Any] | None = None
-    ) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
-
-
 @kopf.on.startup()
 async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     """Builds a controller per kind once, and the informers that fill their pod cache."""
     config: OperatorConfig = getattr(memo, "config", None) or OperatorConfig()
     settings.posting.enabled = False  # the operator posts its own Events
-    settings.persistence.diffbase_storage = NoDiffBase()
-    settings.watching.chunk_size = PAGE_SIZE  # the jobs' listing, in pages
     settings.execution.max_workers = 2  # nothing runs in threads
     caches: Caches | None = getattr(memo, "caches", None)
     if caches is None:  # no standby started them: the first to list
@@ -142,33 +115,6 @@ async def cleanup(memo: Any, **_: Any) -> None:
         await app.metrics_server.cleanup()
     await app.recorder.close()
     await app.caches.close()
-
-
-async def _job_event(controller: Controller, event: kopf.RawEvent) -> None:
-    """Every job event (and the initial listing) drives that job's loop."""
-    obj = event.get("object")
-    if not isinstance(obj, dict):
-        return
-    if event.get("type") == "DELETED":
-        meta = obj.get("metadata", {})
-        await controller.job_gone(str(meta.get("uid", "")))
-        return
-    controller.job_seen(obj)
-
-
-@kopf.on.event(PARALLELJOB.group, PARALLELJOB.version, PARALLELJOB.plural)
-async def paralleljob_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    await _job_event(_app(memo).controllers[PARALLELJOB.kind], event)
-
-
-async def job_event(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    await _job_event(_app(memo).controllers[_JOB.kind], event)
-
-
-def watch_jobs() -> None:
-    """Registers the batch/v1 Job handler (PJ_MANAGE_JOBS is not off): the operator
-    then lists and watches Jobs, which needs its RBAC's jobs rule."""
-    kopf.on.event(_JOB.group, _JOB.version, _JOB.plural)(job_event)
 
 
 @kopf.on.probe(id="progress")

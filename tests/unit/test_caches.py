@@ -272,8 +272,8 @@ def _freezes(caches: Caches) -> set[asyncio.Task[None]]:
 
 
 def test_the_startup_is_busy_until_the_controller_has_seen_every_listed_job() -> None:
-    """The freezes go on while kopf's listing of the jobs is behind the jobs' informer (a
-    warm standby's caches are in sync before kopf has listed a job)."""
+    """The freezes go on while the controller has not seen every job the jobs' informer
+    lists (a warm standby's caches are in sync before the records start the jobs)."""
     caches = _standby_with([], listed=("u-1",))
     controller = Controller(FakeApi(JOB), FakeRecorder(), ControllerConfig(), caches.pods.pods_of)
     caches.controllers = {PARALLELJOB.kind: controller}
@@ -322,9 +322,9 @@ def test_a_standby_keeps_each_job_s_record_without_its_managed_fields() -> None:
 
 
 def test_the_leader_starts_the_cached_jobs_new_ones_first_and_keeps_no_record() -> None:
-    """Attached, the controller runs every job the standby kept, without waiting for
-    kopf's listing; the job created last (during the failover) first. kopf's listing of
-    the same version then changes nothing."""
+    """Attached, the controller runs every job the standby kept, without listing them
+    again; the job created last (during the failover) first. A relisting of the same
+    version then changes nothing."""
 
     async def run() -> tuple[list[str], Caches, Controller]:
         caches = _standby_with([], listed=())
@@ -349,21 +349,6 @@ def test_the_leader_starts_the_cached_jobs_new_ones_first_and_keeps_no_record() 
     [informer] = caches.job_informers[PARALLELJOB.kind]
     assert informer.store == {uid: CachedJob(uid) for uid in ("u-old", "u-new", "u-older")}
     assert _read(caches, _job("later", "u-later", "11")) == CachedJob("u-later"), "leading"
-
-
-def test_a_job_deleted_before_kopf_listed_it_ends_its_loop() -> None:
-    """The informer saw the deletion of a job the caches started; kopf, which had not
-    listed it yet, never will, so no DELETED comes from it."""
-
-    async def run() -> JobRuntime:
-        caches, controller, _ = _attached(ControllerConfig())
-        rt = JobRuntime(JOB)
-        controller.jobs[rt.uid] = rt
-        caches._job_listed(PARALLELJOB.kind)(CachedJob("u-1"), None, True)
-        await asyncio.gather(*caches.tasks)
-        return rt
-
-    assert asyncio.run(run()).loop.stopped
 
 
 # -- a takeover trusts nothing stale (issue 34) ------------------------------------------
@@ -481,35 +466,53 @@ def test_a_takeover_starts_a_job_from_its_version_at_the_api_server() -> None:
     assert rt.resource_version == "2", "the version the last leader wrote, not the record's 1"
 
 
-@pytest.mark.parametrize("first", ["informer", "kopf"])
-def test_a_late_event_of_the_other_stream_never_restarts_a_deleted_job(first: str) -> None:
-    """Both streams tell of the job: one shows it deleted, the other's MODIFIED, sent
-    before the deletion, arrives after. Without the tombstone that MODIFIED started a
-    new loop for the deleted job, whose sync created pods for it."""
+def test_the_jobs_informer_hands_each_job_to_its_loop_and_its_deletion_ends_it() -> None:
+    """One watch per kind: the informer's events are what the loops read (kopf watches
+    no job)."""
 
-    async def run() -> tuple[Controller, FakeApi]:
+    async def run() -> tuple[Controller, FakeApi, JobRuntime]:
         caches, controller, api = _attached(ControllerConfig())
-        controller.job_seen(JOB)
-        if first == "informer":
-            caches._job_listed(PARALLELJOB.kind)(CachedJob(JOB["metadata"]["uid"]), None, True)
-        else:
-            await controller.job_gone(JOB["metadata"]["uid"])
+        caches._job_watched(PARALLELJOB.kind)(JOB)
+        rt = controller.jobs[JOB["metadata"]["uid"]]
+        api.pods["p"] = PodInfo("p", "p", label_uid=rt.uid)
+        caches._job_listed(PARALLELJOB.kind)(CachedJob(rt.uid), None, True)
         await asyncio.gather(*caches.tasks)
         await controller.stop_all()
-        late = {**JOB, "metadata": {**JOB["metadata"], "resourceVersion": "999"}}
-        controller.job_seen(late)
-        return controller, api
+        return controller, api, rt
 
-    controller, api = asyncio.run(run())
-    assert controller.jobs == {}, "no loop for a deleted job"
-    assert [c for c in api.calls if c.method == "create_pod"] == []
+    controller, api, rt = asyncio.run(run())
+    assert rt.loop.stopped and controller.jobs == {}
+    assert Call("remove_pod_finalizer", "p") in api.calls, "its pods released"
 
 
-def test_deleted_jobs_are_remembered_up_to_a_bound() -> None:
-    from paralleljob.shell import controller as controller_module
+def test_a_job_deleted_while_the_records_start_is_not_revived(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The new leader starts the standby's records a batch at a time, and the informer
+    runs between two batches: a job deleted then must not be started from its record
+    (nor put back in the informer's store)."""
+    import paralleljob.caches as caches_module
 
-    _, controller, _ = _attached(ControllerConfig())
-    for i in range(controller_module.DELETED_REMEMBERED + 5):
-        controller.job_unlisted(f"u-{i}")
-    assert len(controller.deleted) == controller_module.DELETED_REMEMBERED
-    assert "u-0" not in controller.deleted and "u-5" in controller.deleted
+    monkeypatch.setattr(caches_module, "REPLAY_YIELD_EVERY", 1)
+
+    async def run() -> tuple[list[str], Caches]:
+        caches = _standby_with([], listed=())
+        _read(caches, _job("a", "u-a", "5"))
+        _read(caches, _job("b", "u-b", "6"))  # the last seen: started first
+        controller = Controller(
+            FakeApi(JOB), FakeRecorder(), ControllerConfig(), caches.pods.pods_of
+        )
+        attaching = asyncio.create_task(caches.attach({PARALLELJOB.kind: controller}))
+        await asyncio.sleep(0)  # attach starts "b", then yields
+        assert list(controller.jobs) == ["u-b"]
+        [informer] = caches.job_informers[PARALLELJOB.kind]
+        caches._job_listed(PARALLELJOB.kind)(informer.store.pop("u-a"), None, True)
+        await attaching
+        started = list(controller.jobs)
+        await controller.stop_all()
+        await _stop(caches)
+        return started, caches
+
+    started, caches = asyncio.run(run())
+    [informer] = caches.job_informers[PARALLELJOB.kind]
+    assert started == ["u-b"] and "u-a" not in informer.store

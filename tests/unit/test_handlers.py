@@ -1,4 +1,4 @@
-"""The kopf wiring (handlers.py): the liveness probe and the diff base."""
+"""The kopf wiring (handlers.py): the liveness probe."""
 
 from __future__ import annotations
 
@@ -52,16 +52,3 @@ def test_the_probe_fails_with_the_stalls_and_passes_otherwise() -> None:
 def test_the_probe_passes_before_startup() -> None:
     result = asyncio.run(progress_probe(memo=kopf.Memo()))
     assert result == {"jobs": 0}
-
-
-def test_kopf_keeps_no_diff_base_of_the_objects() -> None:
-    """kopf would deep-copy every object on every event to diff it for change handlers;
-    the operator has none, so its diff base is empty and never stored."""
-    storage = handlers.NoDiffBase()
-    raw = {**JOB, "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
-    body = kopf.Body(cast(kopf.RawBody, raw))
-    assert storage.build(body=body) == {}
-    assert storage.fetch(body=body) is None
-    patch = kopf.Patch()
-    storage.store(body=body, patch=patch, essence=storage.build(body=body))
-    assert not patch

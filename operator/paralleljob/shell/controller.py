@@ -65,10 +65,6 @@ class CacheSync:
 #: A pod's finalizer release, for the caller to run (None: nothing to release).
 Release = Coroutine[Any, Any, None] | None
 
-#: Deleted jobs' uids remembered, the oldest forgotten first: enough for every event of
-#: a deleted job still in flight on either job stream (kopf's and the informer's).
-DELETED_REMEMBERED = 10_000
-
 
 class Controller:
     def __init__(
@@ -104,8 +100,6 @@ class Controller:
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
         #: The uids of the jobs another controller runs (spec.managedBy), seen.
         self.left_alone: set[str] = set()
-        #: The uids of jobs seen deleted (a uid is never reused), as an ordered set.
-        self.deleted: dict[str, None] = {}
 
     @property
     def jobs(self) -> dict[str, JobRuntime]:
@@ -126,8 +120,6 @@ class Controller:
         hands the loop the newer version and wakes it unless the version is its own
         status write. No finalizer is needed: deleting a job never waits for us."""
         meta = body["metadata"]
-        if meta["uid"] in self.deleted:
-            return  # a late event of the other stream, or a record: never a loop again
         rt = self.jobs.get(meta["uid"])
         if rt is None:
             spec = body.get("spec") or {}
@@ -140,7 +132,7 @@ class Controller:
         rv = meta.get("resourceVersion")
         rt.status.watched(rv)
         if rv is not None and rv == rt.resource_version:
-            return  # the version kept: kopf's listing of a job the caches started
+            return  # the version kept: a relisting, or a record's job listed again
         if rt.offer(body) and rv != rt.status.last_written_rv:
             rt.loop.poke()
 
@@ -160,39 +152,18 @@ class Controller:
             other,
         )
 
-    async def job_gone(self, uid: str) -> None:
-        """The job was deleted: its loop ends, and its pods' tracking finalizers are
-        released (upstream's deleteJob queues them as orphans); garbage collection
-        deletes the pods by their owner reference."""
+    def job_deleted(self, uid: str) -> list[Coroutine[Any, Any, None]]:
+        """The job was deleted (or is no longer listed): its loop ends, and the releases
+        of the tracking finalizers its pods still hold (upstream's deleteJob queues them
+        as orphans), for the caller to run beside the watch, as the pod deletions go;
+        garbage collection deletes the pods by their owner reference. A pod the loop's
+        last sync creates after this is an orphan's: released when its event comes
+        (observe_pod: a stopped loop's job no longer exists)."""
         self.left_alone.discard(uid)
-        self._remember_deleted(uid)
         rt = self.jobs.get(uid)
         if rt is not None:
             rt.loop.stop()
-        # Concurrently, as the pod deletions go (the client bounds what is in flight).
-        await asyncio.gather(*self._release_held(uid))
-
-    def job_unlisted(self, uid: str) -> list[Coroutine[Any, Any, None]]:
-        """The job informer saw the job deleted: the releases of the pods it still holds,
-        unless its loop still ran: the loop ends (kopf's listing never shows a job the
-        caches started, caches.py, if it was deleted first), and kopf's DELETED, or
-        else each pod's own deletion, releases them. kopf's watch may have shown the
-        deletion first, while the loop's last sync still created pods: their events
-        found the job still listed by the informer, and were kept."""
-        self._remember_deleted(uid)
-        rt = self.jobs.get(uid)
-        if rt is not None and not rt.loop.stopped:
-            rt.loop.stop()
-            return []
         return self._release_held(uid)
-
-    def _remember_deleted(self, uid: str) -> None:
-        """Both job streams tell of a deletion, in no fixed order with the other's
-        events: a MODIFIED still in flight on one after the other's DELETED would start
-        the deleted job's loop again (and its sync create pods for it)."""
-        self.deleted[uid] = None
-        if len(self.deleted) > DELETED_REMEMBERED:
-            del self.deleted[next(iter(self.deleted))]
 
     def _release_held(self, uid: str) -> list[Coroutine[Any, Any, None]]:
         """The releases of the finalizers the job's pods still hold."""

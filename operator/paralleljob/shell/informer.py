@@ -22,7 +22,9 @@ projection per object (a PodInfo, or nothing but the key), and:
 Every change is handed to ``on_change(old, new, gone)`` in the order the API server
 gave: ``old`` the projection kept (None: new to the store), ``new`` the object's
 projection now (None: not kept, as it is out of scope or gone), ``gone`` whether the
-object was deleted or no longer listed. Between pages, every :data:`YIELD_EVERY`
+object was deleted or no longer listed; and, to ``on_object``, each object listed, added or
+modified, whole, before it is projected (the jobs' loops read their bodies from the one
+watch of their kind: nothing else watches them). Between pages, every :data:`YIELD_EVERY`
 objects of a page, and every :data:`TURN_SECONDS` of watch events, the informer lets the
 event loop run.
 """
@@ -126,6 +128,7 @@ class Informer(Generic[T]):
         project: Callable[[JsonDict], T | None],
         on_change: Callable[[T | None, T | None, bool], None],
         name: str,
+        on_object: Callable[[JsonDict], None] | None = None,
         label_selector: str = "",
         page_size: int = PAGE_SIZE,
         watch_seconds: int = WATCH_SECONDS,
@@ -135,6 +138,9 @@ class Informer(Generic[T]):
         self._source = source
         self._project = project
         self._on_change = on_change
+        #: Handed each object listed, added or modified, whole, before it is projected
+        #: (the jobs' bodies, for their loops: what is kept is only the projection).
+        self._on_object = on_object
         self.name = name
         self._selector = label_selector
         self._page_size = page_size
@@ -289,6 +295,8 @@ class Informer(Generic[T]):
         for done, raw in enumerate(items):
             uid = _uid(raw)
             listed.add(uid)
+            if self._on_object is not None:
+                self._on_object(raw)
             self._apply(uid, self._project(raw), gone=False)
             if done % YIELD_EVERY == YIELD_EVERY - 1:
                 await asyncio.sleep(0)
@@ -334,6 +342,8 @@ class Informer(Generic[T]):
             raise ApiError(code, str(obj.get("reason", "")), str(obj.get("message", "")), obj)
         rv = str((obj.get("metadata") or {}).get("resourceVersion") or "")
         if kind != "BOOKMARK":
+            if self._on_object is not None and kind != "DELETED":
+                self._on_object(obj)
             self._apply(_uid(obj), self._project(obj), gone=kind == "DELETED")
         if rv:
             self._at_version(rv)

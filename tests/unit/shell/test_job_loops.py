@@ -29,7 +29,7 @@ def test_the_first_event_of_a_job_starts_its_loop_and_deletion_ends_it() -> None
         await until(lambda: len(api.pods) == 2)
         assert list(controller.jobs) == ["job-uid"]
         assert all(p.has_finalizer for p in api.pods.values())
-        await controller.job_gone("job-uid")
+        await asyncio.gather(*controller.job_deleted("job-uid"))
         await until(lambda: controller.jobs == {})
         assert not any(p.has_finalizer for p in api.pods.values()), (
             "a deleted job's pods are released"
@@ -53,7 +53,7 @@ def test_a_job_another_controller_runs_gets_no_loop_and_is_logged_once(
             for _ in range(3):
                 controller.job_seen(api.job)
         assert (controller.jobs, controller.left_alone, api.calls) == ({}, {"job-uid"}, [])
-        await controller.job_gone("job-uid")
+        await asyncio.gather(*controller.job_deleted("job-uid"))
         assert controller.left_alone == set()
 
     asyncio.run(scenario())
