@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -25,8 +26,8 @@ from typing import Any
 import pytest
 
 from bench import audit
-from tests.e2e.conftest import LEASE, Operator, Pair, running_pair
-from tests.e2e.support import Kubectl, PodWatch, kubectl
+from tests.e2e.conftest import LEASE, Operator, Pair, cleanup, operator_env, running_pair
+from tests.e2e.support import Kubectl, PodWatch, kubectl, kwok_template
 from tests.support.wait import wait_until
 
 from .support import REPO_ROOT, ActiveSampler, Run, assert_exact, finished, start
@@ -98,6 +99,32 @@ def audited_pair(crd: None, namespace: str, tmp_path: Path) -> Iterator[Pair]:
     yield from running_pair(Pair(namespace, tmp_path, KUBECONFIG=str(kubeconfig)), namespace)
 
 
+def test_one_replica_opens_one_watch_per_kind(
+    crd: None, namespace: str, tmp_path: Path, k: Kubectl
+) -> None:
+    """Counted in the API server's audit log: the watches the audited operator opened in
+    its namespace, by resource, while it ran a job (a watch ends after 5 minutes, so
+    each is opened once in this time). Before issue 34, kopf watched every kind of job
+    beside the operator's informers: two per kind of job."""
+    kubeconfig = _audited_kubeconfig(tmp_path / "audited.kubeconfig")
+    cursor = audit.AuditCursor(AUDIT_LOG)
+    op = Operator(namespace, tmp_path, operator_env(KUBECONFIG=str(kubeconfig)))
+    op.start()
+    try:
+        k.create_pj("watched", kwok_template("1s"), completions=2, parallelism=2)
+        wait_until(lambda: k.finished("watched"), timeout=60, what="the job done")
+    finally:
+        cleanup(op, namespace)
+        op.stop()
+    opened = Counter(
+        e["objectRef"]["resource"]
+        for e in _audited(cursor, namespace, stage="ResponseStarted")
+        if e["verb"] == "watch"
+    )
+    print(f"\nwatches opened by one replica: {dict(opened)}")
+    assert opened == {"pods": 1, "paralleljobs": 1, "jobs": 1}, opened
+
+
 def _identity(op: Operator) -> str:
     return str(op.env["POD_NAME"])
 
@@ -107,16 +134,19 @@ def _held_by(k: Kubectl, identity: str) -> bool:
     return got.returncode == 0 and json.loads(got.stdout)["spec"].get("holderIdentity") == identity
 
 
-def _audited(cursor: audit.AuditCursor, namespace: str) -> list[dict[str, Any]]:
-    """The audited operators' completed requests in ``namespace`` (pods, jobs, events,
-    the Lease), as the API server logged them."""
+def _audited(
+    cursor: audit.AuditCursor, namespace: str, stage: str = "ResponseComplete"
+) -> list[dict[str, Any]]:
+    """The audited operators' requests in ``namespace`` (pods, jobs, events, the Lease)
+    at ``stage`` (a watch's ResponseStarted: when it was opened), as the API server
+    logged them."""
     events = []
     for line in cursor.lines():
-        if AUDITED_USER not in line or '"ResponseComplete"' not in line:
+        if AUDITED_USER not in line or f'"{stage}"' not in line:
             continue
         event = json.loads(line)
         ref = event.get("objectRef") or {}
-        if event.get("stage") == "ResponseComplete" and ref.get("namespace") == namespace:
+        if event.get("stage") == stage and ref.get("namespace") == namespace:
             events.append(event)
     return events
 
