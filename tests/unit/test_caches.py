@@ -466,9 +466,29 @@ def test_a_takeover_starts_a_job_from_its_version_at_the_api_server() -> None:
     assert rt.resource_version == "2", "the version the last leader wrote, not the record's 1"
 
 
+# Issue 34 named these ways for stale state to act; each is tested above or below, or
+# cannot happen any more, for the reason given:
+# - a job deleted while a stream relisted after a 410 kept its pods' finalizers: a relist
+#   that no longer shows a job is its deletion (Informer.list_all hands on ``gone``), the
+#   same call as a DELETED event, tested next;
+# - a late event of the other stream restarted a deleted job's loop: there is no other
+#   stream (one watch per kind; tests/chaos/test_takeover.py counts the watches), and
+#   one watch's events come in order, nothing after a DELETED;
+# - starting the cached jobs revived a job deleted meanwhile: tested below;
+# - finalizers released for pods whose job is not known yet: a pod is created after its
+#   job, by a process that knew the job; alone, this process's first job listing comes
+#   after every earlier process's writes; under an election, the job informers have
+#   caught up with the API server as of the takeover before any pod is judged
+#   (attach), and the fence keeps a deposed leader from creating pods after it;
+# - a standby taking over with its own stale caches and none of the last leader's
+#   expectations: the takeover tests below (and the fence, tests/unit/shell/test_fence.py);
+# - finalizer-removal expectations expiring: tests/unit/shell/test_expectations.py.
+
+
 def test_the_jobs_informer_hands_each_job_to_its_loop_and_its_deletion_ends_it() -> None:
     """One watch per kind: the informer's events are what the loops read (kopf watches
-    no job)."""
+    no job). A deletion, or a relisting that no longer shows the job, ends its loop and
+    releases its pods."""
 
     async def run() -> tuple[Controller, FakeApi, JobRuntime]:
         caches, controller, api = _attached(ControllerConfig())
