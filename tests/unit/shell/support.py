@@ -1,4 +1,5 @@
-"""What the shell's tests share: a job, a refused call, a controller on a FakeApi."""
+"""What the shell's tests share: a job, a refused call, a controller on a FakeApi, a
+kubeconfig for a local HTTP server."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from paralleljob.config import ControllerConfig
@@ -90,3 +92,14 @@ def keeps(rt: JobRuntime, body: Mapping[str, Any]) -> bool:
 
 def job_named(uid: str) -> dict[str, Any]:
     return {**JOB, "metadata": {**JOB["metadata"], "uid": uid, "name": f"job-{uid}"}}
+
+
+def local_kubeconfig(path: Path, port: int) -> Path:
+    """A kubeconfig for a plain-HTTP server on 127.0.0.1:``port``, with a token."""
+    path.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
+        "users: [{name: u, user: {token: t0ken}}]\n"
+        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
+    )
+    return path

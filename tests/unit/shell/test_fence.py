@@ -12,6 +12,8 @@ from paralleljob.shell import metrics
 from paralleljob.shell.fence import NOT_LEADING, WriteFence, boot_clock
 from paralleljob.shell.kube import ApiError, Kube, load_configuration, user_agent
 
+from .support import local_kubeconfig
+
 
 class Clock:
     def __init__(self) -> None:
@@ -76,13 +78,7 @@ def test_a_write_the_fence_refuses_never_reaches_the_api_server(tmp_path: Path) 
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
         port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        kubeconfig = tmp_path / "kubeconfig"
-        kubeconfig.write_text(
-            "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-            f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-            "users: [{name: u, user: {token: t0ken}}]\n"
-            "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-        )
+        kubeconfig = local_kubeconfig(tmp_path / "kubeconfig", port)
         clock = Clock()
         fence = WriteFence(clock)
         kube = Kube(

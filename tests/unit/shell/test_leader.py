@@ -46,6 +46,8 @@ from paralleljob.shell.leader import (
 )
 from tests.support.wait import wait_until_async
 
+from .support import local_kubeconfig
+
 REPO = Path(__file__).resolve().parents[3]
 ENV = (
     "PJ_LEADER_ELECT",
@@ -815,13 +817,7 @@ def test_two_replicas_through_the_api(tmp_path: Path) -> None:
     clock that moves only while both candidates sleep: one leads, the other takes over a
     full lease after it last saw a renewal, once the leader stops renewing."""
     port = _free_port()
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
-        f"clusters: [{{name: k, cluster: {{server: 'http://127.0.0.1:{port}'}}}}]\n"
-        "users: [{name: u, user: {token: t0ken}}]\n"
-        "contexts: [{name: c, context: {cluster: k, user: u}}]\n"
-    )
+    kubeconfig = local_kubeconfig(tmp_path / "kubeconfig", port)
     api = LeaseApi()
     clock = SteppedClock()
     lease = SETTINGS.lease_duration_seconds
