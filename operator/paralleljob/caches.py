@@ -229,10 +229,7 @@ class Caches:
         jobs already cached (start_cached_jobs)."""
         if self.catch_up_on_attach:
             # Started together: the pods' catch-up overlaps the jobs' (one bookmark's wait).
-            pods_current = asyncio.ensure_future(self._catch_up(self.pod_informers))
-            pods_current.add_done_callback(lambda _: self.synced.current.set())
-            self.tasks.add(pods_current)
-            pods_current.add_done_callback(self.tasks.discard)
+            self.spawn(self._pods_current(), "pods caught up")
             jobs = [i for each in self.job_informers.values() for i in each]
             await self._catch_up(jobs)  # before the records start any job
         self.controllers = dict(controllers)
@@ -395,6 +392,13 @@ class Caches:
             ", ".join(i.name for i in informers),
             asyncio.get_running_loop().time() - started,
         )
+
+    async def _pods_current(self) -> None:
+        """Job syncs start once the pod informers have caught up (attach)."""
+        try:
+            await self._catch_up(self.pod_informers)
+        finally:
+            self.synced.current.set()
 
     async def _open_gates(self) -> None:
         """Job syncs start once every pod is listed (under an election: once caught up,
