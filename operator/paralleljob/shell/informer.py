@@ -223,6 +223,10 @@ class Informer(Generic[T]):
             return version_number(str((page.get("metadata") or {}).get("resourceVersion") or ""))
 
     def _reached(self, target: int) -> bool:
+        """At ``target`` or past it; not while listing again (no version yet: the
+        listing's will tell); past it for a version that is no number (fail open)."""
+        if not self.resource_version:
+            return False
         current = version_number(self.resource_version)
         return current is None or current >= target
 

@@ -332,3 +332,14 @@ def test_catching_up_lists_again_when_no_bookmark_comes(monkeypatch: pytest.Monk
 @pytest.mark.parametrize(("rv", "number"), [("42", 42), ("", None), ("x1", None), ("0", None)])
 def test_version_number(rv: str, number: int | None) -> None:
     assert version_number(rv) == number
+
+
+def test_an_informer_listing_again_has_not_caught_up_before_its_listing_is_in() -> None:
+    """After a 410 the store is being listed afresh: half of it may be old."""
+    informer = _informer(Resource(), [])
+    informer.resource_version = ""
+    assert not informer._reached(1)
+    informer.resource_version = "5"
+    assert informer._reached(5) and not informer._reached(6)
+    informer.resource_version = "not-a-number"
+    assert informer._reached(6), "fails open, as upstream"
