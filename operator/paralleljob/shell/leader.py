@@ -9,8 +9,11 @@ the last change (so the machines' clocks need not agree). Every write is a PUT o
 version it read (or a POST of a new Lease): of two candidates racing for it, one write
 fails. The leader renews every retry period (a PUT of the version it last wrote, else a
 GET and a PUT); when a round of renewals has not succeeded within the renew deadline, or
-the Lease names another holder, the leadership is lost and the process exits, as
-kube-controller-manager does; the kubelet restarts it as a standby.
+the Lease is no longer as this process wrote it (another holder, or released by one),
+the leadership is lost and the process exits, as kube-controller-manager does; the
+kubelet restarts it as a standby. Each renewal opens the write fence (fence.py) for the
+renew deadline from when it started: what the operator writes asks it last, so that a
+process paused past its Lease writes nothing when it resumes.
 
 A standby makes no API call but these, and answers ``/healthz`` (and ``/metrics``) on the
 operator's ports, which it releases before kopf starts on them.
