@@ -79,8 +79,8 @@ fuzz: prereqs build venv ## Fuzz tests only (tests/fuzz); FUZZ_EXAMPLES=N exampl
 test-keda: prereqs build venv ## The KEDA autoscaling e2e test at full size (300 items; make test runs 150)
 	KEDA_ITEMS=300 $(VENV)/bin/pytest -s tests/e2e/test_keda.py
 
-chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run
-	CHAOS_PODS=$(or $(CHAOS_PODS),1000) $(VENV)/bin/pytest -m chaos tests/chaos
+chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run, 10 leader pauses
+	CHAOS_PODS=$(or $(CHAOS_PODS),1000) CHAOS_PAUSE_ROUNDS=$(or $(CHAOS_PAUSE_ROUNDS),10) $(VENV)/bin/pytest -m chaos tests/chaos
 
 # --- Image, in-cluster deploy, demo (Dockerfile, manifests/, hack/{image,deploy,undeploy,demo}.sh)
 # kind and the local cluster never share a kubeconfig: an explicit KUBECONFIG
