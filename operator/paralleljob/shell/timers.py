@@ -54,8 +54,12 @@ class Timers:
             if wait is None:
                 await self._changed.wait()
             else:
+                # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                # cancellation that comes as its timeout fires, and the loop then waits
+                # for ever (the operator's stop_all hung on it, 1 run in 15).
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait(), timeout=wait)
+                    async with asyncio.timeout(wait):
+                        await self._changed.wait()
 
     def _fire_due(self) -> float | None:
         """Hands on every key due by now; returns the wait until the next (None: none)."""
