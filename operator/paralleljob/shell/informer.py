@@ -246,7 +246,9 @@ class Informer(Generic[T]):
         self._end_watch()
         try:
             try:
-                await asyncio.wait_for(self._caught_up.wait(), CATCH_UP_RELIST_SECONDS)
+                # asyncio.timeout, not wait_for (Python 3.11's can swallow a cancellation).
+                async with asyncio.timeout(CATCH_UP_RELIST_SECONDS):
+                    await self._caught_up.wait()
             except TimeoutError:
                 log.warning(
                     "%s: not at resourceVersion %d after %.0fs (at %s): listing again",
