@@ -155,7 +155,7 @@ class Caches:
         self.kube = kube
         self.kinds = job_kinds(config)
         self.pods = PodCache()
-        self.synced = CacheSync(pods=asyncio.Event(), jobs=asyncio.Event(), current=asyncio.Event())
+        self.synced = CacheSync(jobs=asyncio.Event(), current=asyncio.Event())
         #: Under a leader election: the caches filled before this process led catch up
         #: when it starts leading (attach).
         self.catch_up_on_attach = elected
@@ -405,7 +405,6 @@ class Caches:
         see attach); orphans are judged once every job is listed too (the controllers
         attached by then; later ones judge as they attach)."""
         await asyncio.gather(*(i.synced.wait() for i in self.pod_informers))
-        self.synced.pods.set()
         if not self.catch_up_on_attach:
             self.synced.current.set()
         log.info("pods listed: %d jobs have pods", len(self.pods))

@@ -222,7 +222,7 @@ def _standby_with(pods: list[dict[str, Any]], *, listed: tuple[str, ...]) -> Cac
         pod_informer.store[body["metadata"]["uid"]] = cached
         caches.pod_changed(None, cached, gone=False)
     _listed(caches, *listed)
-    caches.synced.pods.set()
+    caches.synced.current.set()
     caches.synced.jobs.set()
     return caches
 

@@ -52,13 +52,11 @@ def _synced_now() -> asyncio.Event:
 class CacheSync:
     """What the caches have listed (handlers.py sets them as the informers sync)."""
 
-    #: The pods: no job syncs before (it would create the pods it cannot see).
-    pods: asyncio.Event = field(default_factory=_synced_now)
     #: The pods and which jobs exist: no pod is taken for an orphan before.
     jobs: asyncio.Event = field(default_factory=_synced_now)
-    #: The caches at least as new as the API server was when this process began to
-    #: lead (caches.py): no job syncs before, as it would act on what they do not show
-    #: of the last leader's writes (without an election: the pods listed).
+    #: The pods listed, and at least as new as the API server was when this process
+    #: began to lead (caches.py): no job syncs before, as it would create the pods it
+    #: cannot see, or act on what they do not show of the last leader's writes.
     current: asyncio.Event = field(default_factory=_synced_now)
 
 

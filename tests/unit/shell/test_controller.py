@@ -28,7 +28,7 @@ def _controller(api: FakeApi, known: set[str], synced: CacheSync) -> Controller:
 
 
 def _unsynced() -> CacheSync:
-    return CacheSync(pods=asyncio.Event(), jobs=asyncio.Event(), current=asyncio.Event())
+    return CacheSync(jobs=asyncio.Event(), current=asyncio.Event())
 
 
 def test_no_job_syncs_before_the_caches_are_current() -> None:
@@ -40,9 +40,6 @@ def test_no_job_syncs_before_the_caches_are_current() -> None:
         synced = _unsynced()
         controller = _controller(api, set(), synced)
         controller.job_seen(api.job)
-        for _ in range(20):
-            await asyncio.sleep(0)
-        synced.pods.set()
         for _ in range(20):
             await asyncio.sleep(0)
         before = len(api.calls)
