@@ -109,12 +109,11 @@ class JobSpec:
 
     @property
     def only_replace_failed(self) -> bool:
-        """onlyReplaceFailedPods: podReplacementPolicy Failed, or any podFailurePolicy.
-        Such a job neither counts a terminating pod as failed nor replaces it until it
-        has failed."""
-        return self.pod_replacement_policy == POD_REPLACEMENT_FAILED or (
-            self.pod_failure_policy is not None
-        )
+        """onlyReplaceFailedPods: podReplacementPolicy Failed (Kubernetes 1.37 dropped
+        the podFailurePolicy fallback: parse_spec defaults the policy to Failed with
+        one, and the API requires it). Such a job neither counts a terminating pod as
+        failed nor replaces it until it has failed."""
+        return self.pod_replacement_policy == POD_REPLACEMENT_FAILED
 
 
 @dataclass(frozen=True)

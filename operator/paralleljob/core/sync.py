@@ -663,8 +663,13 @@ def _update_suspended_condition(
         conditions, changed = ensure_condition(
             status.conditions, c.COND_SUSPENDED, "True", "JobSuspended", "Job suspended", now
         )
-        events = (Event(NORMAL, "Suspended", "Job suspended"),) if changed else ()
-        return replace(status, conditions=conditions), events
+        if not changed:
+            return replace(status, conditions=conditions), ()
+        # Kubernetes 1.36 (MutableSchedulingDirectivesForSuspendedJobs, on by
+        # default): a newly suspended job has not started, so that its template's
+        # scheduling directives may change until it resumes, which sets it again.
+        suspended = replace(status, conditions=conditions, start_time=None)
+        return suspended, (Event(NORMAL, "Suspended", "Job suspended"),)
     conditions, changed = ensure_condition(
         status.conditions, c.COND_SUSPENDED, "False", "JobResumed", "Job resumed", now
     )

@@ -276,13 +276,14 @@ TOF = "TerminatingOrFailed"
             False,
         ),
         ({"podFailurePolicy": {"rules": []}}, "NonIndexed", "Failed", False, True),
-        # A policy forces only failed pods to be replaced, whatever the field says.
+        # Kubernetes 1.37's onlyReplaceFailedPods reads the field alone (the API
+        # rejects this pair; 1.34 replaced only failed pods whatever the field said).
         (
             {"podFailurePolicy": {}, "podReplacementPolicy": "TerminatingOrFailed"},
             "NonIndexed",
             "TerminatingOrFailed",
             False,
-            True,
+            False,
         ),
     ],
 )

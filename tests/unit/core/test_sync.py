@@ -273,6 +273,26 @@ ROWS = [
     ),
     pytest.param(
         Row(
+            JobSpec(parallelism=2, completions=2),
+            pods=(pod("r0", ready=True),),
+            status=replace(
+                STARTED,
+                failed=1,
+                failures_since_success=1,
+                last_failure_time=T0 - timedelta(seconds=2),
+            ),
+            reason="backoff",
+            requeue=8.0,
+            active=1,
+            ready=1,
+            failed=1,
+        ),
+        # kubernetes/kubernetes#139428, fixed in 1.36.3: manageJob returned 0 active
+        # during the back-off, and the API server refused ready > active.
+        id="too few active pods and active back-off with running pods",
+    ),
+    pytest.param(
+        Row(
             JobSpec(parallelism=1, completions=1),
             create_error="exceeded quota",
             create=1,
@@ -698,6 +718,10 @@ def test_sync_job(row: Row) -> None:
         row.failed_indexes,
     )
     assert tuple((x.type, x.status, x.reason) for x in status.conditions) == row.conditions
+    # As upstream's rows at 1.36: a suspended job that manageJob saw has no startTime
+    # (every suspended row starts without its Suspended condition), a running one has.
+    if row.satisfied:
+        assert (status.start_time is None) is row.spec.suspend
 
 
 # ------------------------------------------------- TestTrackJobStatusAndRemoveFinalizers
@@ -874,6 +898,22 @@ def test_resuming_restarts_the_clock_of_active_deadline_seconds() -> None:
     assert got.result.status.start_time == T0
     assert [(e.type, e.reason) for e in got.tracked.events] == [("Normal", "Resumed")]
     assert got.result.requeue_after == 30.0
+
+
+def test_suspending_a_started_job_clears_its_start_time() -> None:
+    """Kubernetes 1.36: the sync that sets Suspended=True clears startTime (so that
+    the API server allows template edits while the job stays suspended); a later sync
+    of the suspended job leaves it unset, and resuming sets it again."""
+    suspending = run_sync(SyncInput(job=job_of(JobSpec(suspend=True)), pods=(), now=T0))
+    suspended = suspending.result.status
+    assert suspended.start_time is None
+    assert [(e.type, e.reason) for e in suspending.tracked.events] == [("Normal", "Suspended")]
+    again = run_sync(SyncInput(job=job_of(JobSpec(suspend=True), suspended), pods=(), now=T0))
+    assert again.result.status.start_time is None
+    assert again.tracked.events == ()
+    later = T0 + timedelta(minutes=5)
+    resumed = run_sync(SyncInput(job=job_of(JobSpec(), suspended), pods=(), now=later))
+    assert resumed.result.status.start_time == later
 
 
 def test_a_replacement_carries_the_failed_pod_of_its_index() -> None:

@@ -1,12 +1,11 @@
 """Indexed jobs, podReplacementPolicy and successPolicy through the real sync (Sim).
 
 The first tables port upstream's cases (pkg/controller/job/job_controller_test.go at
-Kubernetes v1.34.4), each under its upstream name: one sync of a job whose pods are
+Kubernetes v1.37.2), each under its upstream name: one sync of a job whose pods are
 already there, then the pods created and deleted, the finalizers removed and the status.
-Upstream runs some of them with feature gates off; the operator has every v1.34 gate on
-(JobPodReplacementPolicy, JobManagedBy, JobSuccessPolicy: terminal conditions wait for
-terminating pods and follow SuccessCriteriaMet/FailureTarget), and where that changes a
-case's expectation the comment says so. The scenarios after them are this project's own.
+1.37 removed the gates these cases once ran with off (JobPodReplacementPolicy,
+JobSuccessPolicy: terminal conditions wait for terminating pods and follow
+SuccessCriteriaMet/FailureTarget); where a case still differs, the comment says why. The scenarios after them are this project's own.
 """
 
 from __future__ import annotations
@@ -347,20 +346,19 @@ SYNC_CASES = [
     ),
     pytest.param(
         SyncCase(
-            # An empty podFailurePolicy: only failed pods are replaced, whatever
-            # podReplacementPolicy says (upstream leaves it unset here).
+            # An empty podFailurePolicy, with the podReplacementPolicy the API
+            # defaults it to (upstream's case sets it since 1.37).
             JobSpec(
                 parallelism=1,
                 completions=1,
                 pod_failure_policy=PodFailurePolicy(),
-                pod_replacement_policy=POD_REPLACEMENT_TERMINATING_OR_FAILED,
+                pod_replacement_policy=POD_REPLACEMENT_FAILED,
             ),
             active=2,
             terminating=4,
             deletions=1,
             pod_patches=1,
             want_active=1,
-            # Gates on: terminating pods are counted (upstream's case, gate off: nil).
             want_terminating=5,
         ),
         id="more terminating pods than parallelism; PodFailurePolicy used",
