@@ -68,7 +68,7 @@ DOCKER_CLI=${PJ_DOCKER_CLI:-/usr/bin/docker}
 KUBE_BIN=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin
 # What kubeadm $KUBERNETES_VERSION asks for (`kubeadm config images list`):
 # the containerd sandbox image must be that one, preloaded.
-PAUSE_IMAGE=registry.k8s.io/pause:3.10.1
+PAUSE_IMAGE=registry.k8s.io/pause:3.10.2
 SUITE=bookworm
 # kind's images/base/Dockerfile package list, less nfs-common and open-iscsi
 # (networked storage; not needed here) and fuse-overlayfs (rootless only);

@@ -5,7 +5,8 @@ Kubernetes v1.37.2), each under its upstream name: one sync of a job whose pods 
 already there, then the pods created and deleted, the finalizers removed and the status.
 1.37 removed the gates these cases once ran with off (JobPodReplacementPolicy,
 JobSuccessPolicy: terminal conditions wait for terminating pods and follow
-SuccessCriteriaMet/FailureTarget); where a case still differs, the comment says why. The scenarios after them are this project's own.
+SuccessCriteriaMet/FailureTarget); where a case still differs, the comment says why.
+The scenarios after them are this project's own.
 """
 
 from __future__ import annotations
