@@ -166,7 +166,19 @@ class Controller:
     def _release_held(self, uid: str) -> list[Coroutine[Any, Any, None]]:
         """The releases of the finalizers the job's pods still hold."""
         held = [pod for pod in self.pods_of(uid) if pod.has_finalizer]
-        return [self.pods.release_orphan(pod.namespace, pod.name) for pod in held]
+        return [self._release(pod) for pod in held]
+
+    def _release(self, pod: PodInfo) -> Coroutine[Any, Any, None]:
+        return self.pods.release_orphan(pod.namespace, pod.name, lambda: self._still_orphan(pod))
+
+    def _still_orphan(self, pod: PodInfo) -> bool:
+        """Whether the pod cache still shows ``pod`` with a finalizer and no job of its
+        exists (syncOrphanPod's checks before each try)."""
+        candidates = candidate_jobs(pod)
+        if any(self.job_exists(uid) for uid in candidates):
+            return False
+        cached = (p for uid in candidates for p in self.pods_of(uid) if p.uid == pod.uid)
+        return any(p.has_finalizer for p in cached)
 
     async def pod_seen(self, pod: PodInfo, gone: bool) -> None:
         """A pod event, and the finalizer release it calls for, if any."""
@@ -207,7 +219,7 @@ class Controller:
     def _release_if_orphan(self, pod: PodInfo) -> Release:
         if any(self.job_exists(uid) for uid in candidate_jobs(pod)):
             return None
-        return self.pods.release_orphan(pod.namespace, pod.name)
+        return self._release(pod)
 
     async def judge_orphans(self) -> None:
         """The caches have synced: the pods that looked orphaned meanwhile are judged

@@ -20,12 +20,18 @@ from . import metrics
 from .api import ApiError, PodControl
 from .events import Recorder
 from .expectations import UIDTrackingExpectations
+from .fence import NOT_LEADING
 from .retry import Retry
 
 if TYPE_CHECKING:
     from .runtime import JobRuntime
 
 log = logging.getLogger(__name__)
+
+
+def _always() -> bool:
+    return True
+
 
 #: The largest batch of pod creations sent at once (upstream's
 #: MaxPodCreateDeletePerSync bounds a whole sync the same way).
@@ -193,21 +199,43 @@ class PodWriter:
         return [p.uid for p, ok in zip(pods, results, strict=True) if ok]
 
     # -- pods without a job ------------------------------------------------------------
-    async def release_orphan(self, namespace: str, name: str) -> None:
+    async def release_orphan(
+        self, namespace: str, name: str, still_orphan: Callable[[], bool] = _always
+    ) -> None:
         """A pod whose job is gone keeps no finalizer (upstream's orphan queue); a pod
-        already being released (its job's deletion, then its own events) is released once."""
+        already being released (its job's deletion, then its own events) is released once.
+        A refused removal is tried again after the shell's retry back-off for as long as
+        the pod cache still shows an orphan with the finalizer (Kubernetes 1.37's
+        syncOrphanPod, requeued rate-limited: before, a pod that got no further event
+        kept its finalizer, and its deletion hung)."""
         key = (namespace, name)
         if key in self.releasing_orphans:
             return
         self.releasing_orphans.add(key)
+        retry = Retry()
         try:
-            await self.api.remove_pod_finalizer(namespace, name)
-            log.info("released orphan pod %s/%s", namespace, name)
-        except ApiError as exc:
-            if not exc.not_found:
-                log.warning("releasing orphan pod %s/%s failed: %s", namespace, name, exc)
+            while not await self._remove_orphan_finalizer(namespace, name):
+                await asyncio.sleep(
+                    retry.failed(self.config.retry_base_seconds, self.config.retry_max_seconds)
+                )
+                if not still_orphan():
+                    return
         finally:
             self.releasing_orphans.discard(key)
+
+    async def _remove_orphan_finalizer(self, namespace: str, name: str) -> bool:
+        """One try: False if it is worth another (not a pod gone, nor a write this
+        replica may no longer make: the leader that follows releases the orphans it
+        lists)."""
+        try:
+            await self.api.remove_pod_finalizer(namespace, name)
+        except ApiError as exc:
+            if exc.not_found or exc.reason == NOT_LEADING:
+                return True
+            log.warning("releasing orphan pod %s/%s failed: %s", namespace, name, exc)
+            return False
+        log.info("released orphan pod %s/%s", namespace, name)
+        return True
 
     async def release_unwatched(self, pod: PodInfo) -> None:
         """A pod that left the operator's pod watch (its job label removed) with the
