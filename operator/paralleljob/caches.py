@@ -58,10 +58,11 @@ from .config import MANAGE_JOBS_ALL, MANAGE_JOBS_OFF, OperatorConfig
 from .core.kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
 from .core.model import PodInfo, parse_pod
 from .json_types import JsonDict
+from .shell.consistency import JOBS, PODS, CacheVersion
 from .shell.controller import CacheSync, Controller
 from .shell.fence import WriteFence
 from .shell.gc_pauses import bound_full_collections
-from .shell.informer import Informer, KubeListWatch
+from .shell.informer import Informer, KubeListWatch, version_number
 from .shell.kube import Kube, load_configuration, user_agent
 from .shell.pod_cache import PodCache
 from .shell.runtime import compact_metadata
@@ -167,6 +168,8 @@ class Caches:
         #: Removes the GC callback open() installed.
         self._unbind_gc: Callable[[], None] = lambda: None
         selector = "" if config.manage_jobs == MANAGE_JOBS_ALL else WATCH_LABEL
+        #: The namespaces watched ("" for all), each with an informer of each resource.
+        self.scopes = _scopes(config)
         self.pod_informers: list[Informer[CachedPod]] = [
             Informer(
                 KubeListWatch(kube, _pods_path(ns)),
@@ -175,7 +178,7 @@ class Caches:
                 name=f"pods in {ns or 'all namespaces'}",
                 label_selector=selector,
             )
-            for ns in _scopes(config)
+            for ns in self.scopes
         ]
         #: An informer of each kind's jobs, by kind name, per scope.
         self.job_informers: dict[str, list[Informer[CachedJob]]] = {
@@ -187,7 +190,7 @@ class Caches:
                     name=f"{kind.plural} in {ns or 'all namespaces'}",
                     on_object=self._job_watched(kind.kind),
                 )
-                for ns in _scopes(config)
+                for ns in self.scopes
             ]
             for kind in self.kinds
         }
@@ -235,6 +238,7 @@ class Caches:
         self.controllers = dict(controllers)
         for name, controller in self.controllers.items():
             controller.job_exists = self.job_exists_for(name, controller)
+            controller.cache_version = self.cache_version_for(name)
         started = await self.start_cached_jobs(new=True)
         cached = [pod for informer in self.pod_informers for pod in informer.store.values()]
         for done, (kind, pod) in enumerate(cached, start=1):
@@ -378,6 +382,21 @@ class Caches:
             )
 
         return job_exists
+
+    def cache_version_for(self, kind: str) -> CacheVersion:
+        """Read-your-writes (shell/consistency.py): how far the informer that holds a
+        namespace's pods, or its jobs of ``kind``, has applied events."""
+        informers: dict[str, dict[str, Informer[Any]]] = {
+            PODS: dict(zip(self.scopes, self.pod_informers, strict=True)),
+            JOBS: dict(zip(self.scopes, self.job_informers[kind], strict=True)),
+        }
+
+        def cache_version(resource: str, namespace: str) -> int | None:
+            scoped = informers[resource]
+            informer = scoped.get(namespace) or scoped.get("")
+            return version_number(informer.resource_version) if informer else None
+
+        return cache_version
 
     def jobs_listed(self, kind: str) -> int:
         """The jobs of a kind the informers list now."""

@@ -68,6 +68,12 @@ def merge_patch(target: JsonDict, patch: Mapping[str, Any]) -> None:
             target[key] = copy.deepcopy(value)
 
 
+def _stored(pod: PodInfo) -> JsonDict:
+    """A patched pod as the fake answers: its name and uid (the fake keeps no
+    resourceVersion of pods)."""
+    return {"metadata": {"name": pod.name, "namespace": pod.namespace, "uid": pod.uid}}
+
+
 def _utc_now() -> datetime:
     return datetime.now(UTC)
 
@@ -202,31 +208,34 @@ class FakeApi:
 
         self._call(Call("delete_pod", name), delete)
 
-    async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
-        def remove() -> None:
+    async def remove_pod_finalizer(self, namespace: str, name: str) -> JsonDict:
+        def remove() -> JsonDict:
             pod = self._pod(name)
             self.pods[pod.uid] = replace(pod, has_finalizer=False)
+            return _stored(pod)
 
-        self._call(Call("remove_pod_finalizer", name), remove)
+        return self._call(Call("remove_pod_finalizer", name), remove)
 
     async def adopt_pod(
         self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str
-    ) -> None:
-        def adopt() -> None:
+    ) -> JsonDict:
+        def adopt() -> JsonDict:
             pod = self._pod(name, uid)
             if pod.controller_uid is not None:
                 raise ApiError(422, "Invalid", "Only one reference can have Controller set to true")
             self.pods[uid] = replace(pod, controller_uid=owner["uid"], has_finalizer=True)
+            return _stored(pod)
 
-        self._call(Call("adopt_pod", name), adopt)
+        return self._call(Call("adopt_pod", name), adopt)
 
-    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
-        def release() -> None:
+    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> JsonDict:
+        def release() -> JsonDict:
             pod = self._pod(name, uid)
             owner = None if pod.controller_uid == owner_uid else pod.controller_uid
             self.pods[uid] = replace(pod, controller_uid=owner, has_finalizer=False)
+            return _stored(pod)
 
-        self._call(Call("release_pod", name), release)
+        return self._call(Call("release_pod", name), release)
 
     def _pod(self, name: str, uid: str | None = None) -> PodInfo:
         """The pod ``name`` (with the precondition ``uid`` when given)."""

@@ -56,20 +56,21 @@ class PodControl(Protocol):
         """Deletes the pod, provided it is still the one with this ``uid``."""
         ...
 
-    async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
-        """Removes the job tracking finalizers (upstream's removeTrackingFinalizerPatch)."""
+    async def remove_pod_finalizer(self, namespace: str, name: str) -> JsonDict:
+        """Removes the job tracking finalizers (upstream's removeTrackingFinalizerPatch);
+        returns the pod as stored."""
         ...
 
     async def adopt_pod(
         self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str
-    ) -> None:
+    ) -> JsonDict:
         """AdoptPod: adds the controller reference ``owner`` and the tracking
-        ``finalizer`` to the pod with this ``uid``."""
+        ``finalizer`` to the pod with this ``uid``; returns the pod as stored."""
         ...
 
-    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
+    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> JsonDict:
         """ReleasePod: removes the owner reference to ``owner_uid`` and the tracking
-        finalizers from the pod with this ``uid``."""
+        finalizers from the pod with this ``uid``; returns the pod as stored."""
         ...
 
 

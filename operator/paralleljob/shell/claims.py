@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from ..core.model import PodInfo
 from ..json_types import JsonDict
 from .api import ApiError, PodControl
+from .consistency import PODS
 from .ref_manager import claim_pods
 
 if TYPE_CHECKING:
@@ -56,18 +57,20 @@ async def _adopt(
     api: PodControl, rt: JobRuntime, pod: PodInfo, owner: JsonDict, finalizer: str
 ) -> PodInfo | ApiError | None:
     try:
-        await api.adopt_pod(rt.namespace, pod.name, pod.uid, owner, finalizer)
+        adopted = await api.adopt_pod(rt.namespace, pod.name, pod.uid, owner, finalizer)
     except ApiError as exc:
         return None if exc.not_found else exc
+    rt.own_writes.wrote(PODS, adopted.get("metadata", {}).get("resourceVersion"))
     log.info("%s/%s: adopted pod %s", rt.namespace, rt.name, pod.name)
     return replace(pod, controller_uid=rt.uid, has_finalizer=True)
 
 
 async def _release(api: PodControl, rt: JobRuntime, pod: PodInfo) -> ApiError | None:
     try:
-        await api.release_pod(rt.namespace, pod.name, pod.uid, rt.uid)
+        released = await api.release_pod(rt.namespace, pod.name, pod.uid, rt.uid)
     except ApiError as exc:
         # Gone, or no longer the pod of that uid (422/409): nothing left to release.
         return None if exc.status in (404, 409, 422) else exc
+    rt.own_writes.wrote(PODS, released.get("metadata", {}).get("resourceVersion"))
     log.info("%s/%s: released pod %s (it no longer matches)", rt.namespace, rt.name, pod.name)
     return None

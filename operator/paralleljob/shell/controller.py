@@ -26,6 +26,7 @@ from ..core.model import PodInfo
 from . import metrics
 from .api import ControllerApi
 from .claims import PodsOf
+from .consistency import CacheVersion, unknown_version
 from .events import Recorder
 from .job_loops import JobLoops, loop_clock, pending_since
 from .job_sync import REAL_CLOCK, Clock, JobSync
@@ -82,9 +83,14 @@ class Controller:
         self.clock = clock
         self.pods_of = pods_of
         self.job_exists = job_exists
+        #: How far the caches have come, per resource and namespace (read-your-writes:
+        #: consistency.py); the caches set it when the controller attaches.
+        self.cache_version: CacheVersion = unknown_version
         self.pods = PodWriter(api, recorder, config, clock.monotonic)
         self.status = StatusWriter(api, config, clock.monotonic)
-        self.syncer = JobSync(api, recorder, config, clock, pods_of, self.pods, self.status)
+        self.syncer = JobSync(
+            api, recorder, config, clock, pods_of, self.pods, self.status, self._cache_version
+        )
         self.synced = synced or CacheSync()
         self.loops = JobLoops(
             self.syncer.sync,
@@ -98,6 +104,9 @@ class Controller:
         self.finished_with_finalizer = metrics.FinishedWithFinalizer()
         #: The uids of the jobs another controller runs (spec.managedBy), seen.
         self.left_alone: set[str] = set()
+
+    def _cache_version(self, resource: str, namespace: str) -> int | None:
+        return self.cache_version(resource, namespace)
 
     @property
     def jobs(self) -> dict[str, JobRuntime]:

@@ -28,6 +28,7 @@ from ..core.sync import (
 from . import metrics
 from .api import ControllerApi
 from .claims import PodsOf, claim
+from .consistency import PODS, CacheVersion, unknown_version
 from .events import Recorder
 from .pod_writer import PodWriter
 from .runtime import JobRuntime
@@ -75,8 +76,11 @@ class JobSync:
         pods_of: PodsOf,
         pods: PodWriter,
         status: StatusWriter,
+        cache_version: CacheVersion = unknown_version,
     ) -> None:
         self.api = api
+        #: Where the sync reads how far each cache has come (read-your-writes).
+        self.cache_version = cache_version
         self.recorder = recorder
         self.config = config
         self.clock = clock
@@ -88,7 +92,10 @@ class JobSync:
         """syncJob: a write the job needs first, if any (then sync again); else the
         core's three steps: the pods, status write 1 (finished pods recorded by UID),
         finalizer removals, status write 2 (those pods counted). A job that
-        spec.managedBy gives to another controller is left alone."""
+        spec.managedBy gives to another controller is left alone. No sync begins before
+        the caches show the job's own last writes (consistency.py)."""
+        if self._stale(rt):
+            return SyncReport(delay=rt.own_writes.retry_in())
         if self._managed_elsewhere(rt):
             return SyncReport(delay=None)
         if await self._write_spec_defaults(rt):
@@ -115,6 +122,23 @@ class JobSync:
         report = SyncReport(delay, plan, outcome, tuple(removed), done)
         _log_sync(rt, report, done.status)
         return report
+
+    def _stale(self, rt: JobRuntime) -> bool:
+        """EnsureReady at the head of syncJob: a cache behind the job's own writes."""
+        stale = rt.own_writes.stale(rt.namespace, self.cache_version)
+        if stale is None:
+            return False
+        group, resource = ("", PODS) if stale.resource == PODS else (rt.kind.group, rt.kind.plural)
+        metrics.record_stale_sync(group, resource)
+        log.debug(
+            "%s/%s: %s cache at %d, behind this job's write %d: sync skipped",
+            rt.namespace,
+            rt.name,
+            stale.resource,
+            stale.read,
+            stale.written,
+        )
+        return True
 
     def _managed_elsewhere(self, rt: JobRuntime) -> bool:
         """syncJob's managedByExternalController check, logged once per job."""

@@ -287,27 +287,27 @@ class Kube:
         body = {"preconditions": {"uid": uid}}
         await self.request("DELETE", self.pods_path(namespace, name), body=body)
 
-    async def remove_pod_finalizer(self, namespace: str, name: str) -> None:
+    async def remove_pod_finalizer(self, namespace: str, name: str) -> JsonDict:
         """Upstream's removeTrackingFinalizerPatch (a strategic merge patch), for each of
         the kind's tracking finalizers."""
         patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": list(self.kind.finalizers)}}
-        await self._patch_pod(namespace, name, patch)
+        return await self._patch_pod(namespace, name, patch)
 
     async def adopt_pod(
         self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str
-    ) -> None:
+    ) -> JsonDict:
         """Upstream's ownerRefControllerPatch; the API server refuses a second controller."""
         meta = {"uid": uid, "ownerReferences": [owner], "finalizers": [finalizer]}
-        await self._patch_pod(namespace, name, {"metadata": meta})
+        return await self._patch_pod(namespace, name, {"metadata": meta})
 
-    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> None:
+    async def release_pod(self, namespace: str, name: str, uid: str, owner_uid: str) -> JsonDict:
         """Upstream's GenerateDeleteOwnerRefStrategicMergeBytes with the finalizer."""
         meta = {
             "uid": uid,
             "ownerReferences": [{"$patch": "delete", "uid": owner_uid}],
             "$deleteFromPrimitiveList/finalizers": list(self.kind.finalizers),
         }
-        await self._patch_pod(namespace, name, {"metadata": meta})
+        return await self._patch_pod(namespace, name, {"metadata": meta})
 
     async def _patch_pod(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
         return await self.request(

@@ -104,6 +104,12 @@ WRITES_FENCED = Counter(
     "past the Lease, or the Lease lost), by verb and resource",
     ["verb", "resource"],
 )
+STALE_SYNC_SKIPS = Counter(
+    f"{PREFIX}_stale_sync_skips",
+    "Job syncs skipped because a cache had not yet shown one of the operator's own writes "
+    "(read-your-writes), by the group and resource of that cache",
+    ["group", "resource"],
+)
 API_RATE_LIMITER_WAIT = Histogram(
     f"{PREFIX}_api_rate_limiter_duration_seconds",
     "Time requests waited for the client-side rate limiter (PJ_API_QPS)",
@@ -178,6 +184,11 @@ def sync_action(created: int, deleted: int, managed: bool) -> str:
     if deleted > 0:
         return ACTION_PODS_DELETED
     return ACTION_TRACKING if managed else ACTION_RECONCILING
+
+
+def record_stale_sync(group: str, resource: str) -> None:
+    """upstream's JobRequeueSkips (job_controller_stale_sync_skips_total)."""
+    STALE_SYNC_SKIPS.labels(group, resource).inc()
 
 
 def pod_creation_reason(pod_replacement_policy: str, failed: int, terminating: int) -> str:

@@ -18,6 +18,7 @@ from ..core.sync import PodOutcome, PodPlan
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError, PodControl
+from .consistency import PODS
 from .events import Recorder
 from .expectations import UIDTrackingExpectations
 from .fence import NOT_LEADING
@@ -149,6 +150,7 @@ class PodWriter:
             return exc
         meta = pod.get("metadata", {})
         rt.pods.expectations.expect_creation(str(meta.get("uid", "")), self.monotonic())
+        rt.own_writes.wrote(PODS, meta.get("resourceVersion"))
         self.recorder.record(
             rt.ref, "Normal", "SuccessfulCreate", f"Created pod: {meta.get('name')}"
         )
@@ -160,8 +162,9 @@ class PodWriter:
         try:
             if remove_finalizer and pod.has_finalizer:
                 try:
-                    await self.api.remove_pod_finalizer(rt.namespace, pod.name)
+                    patched = await self.api.remove_pod_finalizer(rt.namespace, pod.name)
                     expectations.expect_finalizer_removed(pod.uid, self.monotonic())
+                    rt.own_writes.wrote(PODS, patched.get("metadata", {}).get("resourceVersion"))
                 except ApiError as exc:
                     if not exc.not_found:
                         raise
@@ -185,7 +188,8 @@ class PodWriter:
 
         async def remove(pod: PodInfo) -> bool:
             try:
-                await self.api.remove_pod_finalizer(rt.namespace, pod.name)
+                patched = await self.api.remove_pod_finalizer(rt.namespace, pod.name)
+                rt.own_writes.wrote(PODS, patched.get("metadata", {}).get("resourceVersion"))
             except ApiError as exc:
                 if not exc.not_found:
                     log.warning(

@@ -23,6 +23,7 @@ from typing import Any, Final
 from ..core.kind import PARALLELJOB, JobKind
 from ..core.model import Job, JobStatus, parse_job
 from ..json_types import JsonDict
+from .consistency import WrittenVersions
 from .events import JobRef
 from .job_loops import LoopState
 from .pod_writer import PodState
@@ -73,6 +74,8 @@ class JobRuntime:
         self.loop = LoopState(monotonic)
         self.pods = PodState()
         self.status = StatusState()
+        #: Its own last writes the caches have yet to be checked against (read-your-writes).
+        self.own_writes = WrittenVersions()
         #: Spec defaults the API server dropped when written (a CRD without the field):
         #: not written again, so that the job is not patched at every sync.
         self.unstored_defaults: set[str] = set()

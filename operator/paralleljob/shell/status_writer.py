@@ -22,6 +22,7 @@ from ..core.sync import SyncResult
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError, ControllerApi
+from .consistency import JOBS
 from .ratelimit import SlotScheduler
 from .status_batch import progress_only, seconds_to_wait
 
@@ -111,6 +112,7 @@ class StatusWriter:
                 raise Conflict() from exc
             raise
         rt.offer(written)
+        rt.own_writes.wrote(JOBS, written.get("metadata", {}).get("resourceVersion"))
         return written
 
     async def write(self, rt: JobRuntime, status: JobStatus) -> bool:
