@@ -86,7 +86,7 @@ start_operator() {
   local port metrics_port deadline
   # Its preflight needs the ParallelJob CRD, Established (polled: a CRD created a moment
   # ago may have no conditions yet, which `kubectl wait` takes for an error).
-  kubectl apply --server-side --force-conflicts -f "$REPO_ROOT/crds/paralleljob.dev_paralleljobs.yaml" >/dev/null
+  kubectl apply --server-side --force-conflicts -k "$REPO_ROOT/crds" >/dev/null
   deadline=$((SECONDS + 60))
   until [ "$(kubectl get crd/paralleljobs.paralleljob.dev \
     -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]; do

@@ -26,13 +26,17 @@ from .support import Kubectl, kubectl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
+#: The template rule a CRD rule cannot afford (crds/template-policy.yaml).
+TEMPLATE_POLICY = REPO_ROOT / "crds" / "template-policy.yaml"
 OPERATOR_BIN = Path(sys.executable).parent / "paralleljob-operator"
 
 
 def apply_crd() -> None:
-    """Applies the ParallelJob CRD from crds/ (server-side, so repeated runs agree) and
-    waits until it is Established."""
-    kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD))
+    """Applies the ParallelJob CRD and its template policy from crds/ (server-side, so
+    repeated runs agree) and waits until the CRD is Established."""
+    kubectl(
+        "apply", "--server-side", "--force-conflicts", "-f", str(CRD), "-f", str(TEMPLATE_POLICY)
+    )
 
     # Polled, not `kubectl wait`: when another test worker has just created the CRD, its
     # status has no conditions yet, which `kubectl wait` reports as an error.

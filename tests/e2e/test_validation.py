@@ -1,7 +1,7 @@
-"""The API server validates a ParallelJob as pkg/apis/batch/validation (Kubernetes v1.34)
+"""The API server validates a ParallelJob as pkg/apis/batch/validation (Kubernetes v1.37)
 validates a Job (issue 12): for each rule of the CRD one spec it refuses, with the
 message a person reads, and specs it accepts; then updates (immutable fields, the elastic
-Indexed job, the pod template's scheduling directives while suspended).
+Indexed job, the pod template's scheduling directives and resources while suspended).
 
 No operator runs: creates are server-side dry runs, an update patches (dry run) a job
 created for it. One namespace and one CRD apply for the whole module.
@@ -685,12 +685,15 @@ def change(
     message: str | None = None,
     *,
     started: bool = False,
+    status: Json | None = None,
     tmpl: Json | None = None,
 ) -> Any:
-    """A merge patch of a job created from ``old`` (with status.startTime set first when
-    ``started``): refused with ``message`` on ``field``, or accepted (message None)."""
+    """A merge patch of a job created from ``old`` (with its status written first: ``status``,
+    and status.startTime when ``started``): refused with ``message`` on ``field``, or
+    accepted (message None)."""
+    written = {**({"startTime": STARTED} if started else {}), **(status or {})}
     return pytest.param(
-        job(old, name=_slug(case_id), tmpl=tmpl), started, patch, field, message, id=case_id
+        job(old, name=_slug(case_id), tmpl=tmpl), written, patch, field, message, id=case_id
     )
 
 
@@ -703,6 +706,13 @@ def pod_spec_patch(**fields: Any) -> Json:
 
 
 SUSPENDED = {"suspend": True, "completions": 3}
+RESOURCES = {"requests": {"cpu": "200m", "memory": "256Mi"}}
+SUSPENDED_CONDITION = {
+    "type": "Suspended",
+    "status": "True",
+    "reason": "JobSuspended",
+    "lastTransitionTime": STARTED,
+}
 RUNNING = {"suspend": False, "completions": 3}
 NODE_AFFINITY = {
     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -966,6 +976,69 @@ UPDATES = [
         TEMPLATE_IMMUTABLE,
         started=True,
     ),
+    # Kubernetes 1.36: resources too, and after a start once the job is Suspended.
+    change(
+        "suspended-job-resources-changed",
+        SUSPENDED,
+        pod_spec_patch(containers=[{"name": "main", "image": BUSYBOX, "resources": RESOURCES}]),
+    ),
+    change(
+        "suspended-job-init-container-resources-changed",
+        SUSPENDED,
+        pod_spec_patch(initContainers=[{"name": "init", "image": BUSYBOX, "resources": RESOURCES}]),
+        tmpl=template(initContainers=[{"name": "init", "image": BUSYBOX}]),
+    ),
+    change(
+        "suspended-job-resources-and-command-changed",
+        SUSPENDED,
+        pod_spec_patch(
+            containers=[{"name": "main", "image": BUSYBOX, "resources": RESOURCES, "args": ["x"]}]
+        ),
+        "spec.template",
+        TEMPLATE_IMMUTABLE,
+    ),
+    change(
+        "suspended-job-container-renamed",
+        SUSPENDED,
+        pod_spec_patch(containers=[{"name": "other", "image": BUSYBOX}]),
+        "spec.template",
+        TEMPLATE_IMMUTABLE,
+    ),
+    change(
+        "suspended-job-container-added",
+        SUSPENDED,
+        pod_spec_patch(
+            containers=[{"name": "main", "image": BUSYBOX}, {"name": "b", "image": BUSYBOX}]
+        ),
+        "spec.template",
+        TEMPLATE_IMMUTABLE,
+    ),
+    change(
+        "started-then-suspended-job-resources-and-node-selector-changed",
+        SUSPENDED,
+        pod_spec_patch(
+            nodeSelector={"pool": "b"},
+            containers=[{"name": "main", "image": BUSYBOX, "resources": RESOURCES}],
+        ),
+        status={"conditions": [SUSPENDED_CONDITION], "active": 0},
+        started=True,
+    ),
+    change(
+        "suspended-job-with-active-pods-resources-changed",
+        SUSPENDED,
+        pod_spec_patch(containers=[{"name": "main", "image": BUSYBOX, "resources": RESOURCES}]),
+        "spec.template",
+        TEMPLATE_IMMUTABLE,
+        status={"conditions": [SUSPENDED_CONDITION], "active": 1},
+        started=True,
+    ),
+    change(
+        "running-job-resources-changed",
+        RUNNING,
+        pod_spec_patch(containers=[{"name": "main", "image": BUSYBOX, "resources": RESOURCES}]),
+        "spec.template",
+        TEMPLATE_IMMUTABLE,
+    ),
 ]
 
 
@@ -1030,11 +1103,11 @@ def test_api_server_accepts_what_a_job_accepts(ns: str, body: Json, stored: dict
         assert _get(spec, path) == value, (path, spec)
 
 
-@pytest.mark.parametrize(("body", "started", "patch", "field", "message"), UPDATES)
+@pytest.mark.parametrize(("body", "status", "patch", "field", "message"), UPDATES)
 def test_api_server_validates_updates_as_a_job(
     ns: str,
     body: Json,
-    started: bool,
+    status: Json,
     patch: Json,
     field: str | None,
     message: str | None,
@@ -1042,9 +1115,11 @@ def test_api_server_validates_updates_as_a_job(
     name = body["metadata"]["name"]
     created = _create(ns, body, dry_run=False)
     assert created.returncode == 0, created.stderr
-    if started:
-        status = json.dumps({"status": {"startTime": STARTED}})
-        kubectl("-n", ns, "patch", "pj", name, "--subresource=status", "--type=merge", "-p", status)
+    if status:
+        written = json.dumps({"status": status})
+        kubectl(
+            "-n", ns, "patch", "pj", name, "--subresource=status", "--type=merge", "-p", written
+        )
     result = kubectl(
         "-n", ns, "patch", "pj", name, "--type=merge", "--dry-run=server",
         "-p", json.dumps(patch), check=False,
