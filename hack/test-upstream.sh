@@ -32,9 +32,10 @@ OPERATOR_BIN=$REPO_ROOT/.venv/bin/paralleljob-operator
 JOB_SPECS='\[sig-apps\] Job '
 CRONJOB_SPECS='\[sig-apps\] CronJob|\[sig-apps\] TTLAfterFinished'
 # As upstream's parallel presubmit runs (less [Disruptive] and [Flaky], which no
-# Job spec has): no spec that needs the whole cluster, a feature gate that is off,
+# Job spec has): no spec that needs the whole cluster, a feature gate that is off
+# (an [Alpha] one, or a [Feature:] the cluster lacks),
 # or many minutes.
-SKIP='\[Serial\]|\[Feature:|\[Slow\]'
+SKIP='\[Serial\]|\[Feature:|\[Slow\]|\[Alpha\]'
 
 suite=${UPSTREAM_SUITE:-job}
 controller=${UPSTREAM_CONTROLLER:-builtin}

@@ -17,8 +17,9 @@ import asyncio
 import gc
 import logging
 import os
+import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import constants as c
@@ -170,13 +171,14 @@ async def preflight(config: OperatorConfig) -> None:
     kube = Kube(configuration, concurrency=4)
     try:
         try:
-            await kube.request("GET", "/version", timeout=15)
+            version = await kube.request("GET", "/version", timeout=15)
         except ApiError as exc:
             if exc.status == 0:
                 raise StartupError(
                     f"cannot reach the API server at {kube.host}: {exc.message}"
                 ) from exc
             raise StartupError(f"the API server at {kube.host} refused: {exc}") from exc
+        check_kubernetes_version(version)
         try:
             await kube.request("GET", f"/apis/{c.GROUP}/{c.VERSION}", timeout=15)
         except ApiError as exc:
@@ -199,6 +201,33 @@ async def preflight(config: OperatorConfig) -> None:
             await _check_lease(kube, config.leader_election)
     finally:
         await kube.close()
+
+
+#: The oldest Kubernetes minor the operator runs against (docs/operations.md): the
+#: batch/v1 it implements is 1.37's, and 1.35 is the oldest minor upstream supports.
+OLDEST_SUPPORTED_MINOR = 35
+
+
+def kubernetes_minor(version: Mapping[str, Any]) -> tuple[int, int] | None:
+    """/version's major and minor (a provider's minor may read "35+"); None when they
+    are not numbers."""
+    major = re.match(r"\d+", str(version.get("major") or ""))
+    minor = re.match(r"\d+", str(version.get("minor") or ""))
+    if major is None or minor is None:
+        return None
+    return int(major.group()), int(minor.group())
+
+
+def check_kubernetes_version(version: Mapping[str, Any]) -> None:
+    """Refuses an API server older than OLDEST_SUPPORTED_MINOR (one that does not say
+    is given the benefit of the doubt)."""
+    found = kubernetes_minor(version)
+    if found is not None and found < (1, OLDEST_SUPPORTED_MINOR):
+        named = version.get("gitVersion") or f"{found[0]}.{found[1]}"
+        raise StartupError(
+            f"the API server runs Kubernetes {named}; "
+            f"the operator needs 1.{OLDEST_SUPPORTED_MINOR} or later (docs/operations.md)"
+        )
 
 
 async def _check_jobs(kube: Kube, config: OperatorConfig) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.cli import liveness_endpoint, parse_args
+from paralleljob.cli import StartupError, check_kubernetes_version, liveness_endpoint, parse_args
 from paralleljob.config import OperatorConfig
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.pods import build_pod
@@ -277,3 +277,28 @@ def test_kopf_listens_for_the_probe_on_the_bind_address(address: str, url: str, 
     parts = urllib.parse.urlsplit(endpoint)
     assert (parts.hostname, parts.port, parts.path) == (host, 8080, "/healthz")
     assert liveness_endpoint(OperatorConfig(bind_address=address, liveness_port=0)) is None
+
+
+@pytest.mark.parametrize(
+    ("version", "refused"),
+    [
+        ({"major": "1", "minor": "34", "gitVersion": "v1.34.4"}, True),
+        ({"major": "1", "minor": "35", "gitVersion": "v1.35.0"}, False),
+        ({"major": "1", "minor": "37", "gitVersion": "v1.37.2"}, False),
+        ({"major": "1", "minor": "33+", "gitVersion": "v1.33.5-eks-1"}, True),
+        ({"major": "1", "minor": "36+"}, False),
+        # An API server that does not say is not refused.
+        ({"major": "", "minor": ""}, False),
+        ({}, False),
+    ],
+)
+def test_an_api_server_older_than_the_oldest_supported_minor_is_refused(
+    version: dict[str, str], refused: bool
+) -> None:
+    if not refused:
+        check_kubernetes_version(version)
+        return
+    with pytest.raises(StartupError) as err:
+        check_kubernetes_version(version)
+    assert str(err.value).endswith("the operator needs 1.35 or later (docs/operations.md)")
+    assert str(err.value).startswith(f"the API server runs Kubernetes {version['gitVersion']}")
