@@ -42,7 +42,7 @@ JsonDict = dict[str, Any]
 
 T0 = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC)
 NAMESPACE = "bench-s8"
-IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.37.0-1"
+IMAGE = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 

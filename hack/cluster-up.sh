@@ -285,7 +285,7 @@ build_images() {
 # Kubernetes' e2e suite (hack/test-upstream.sh) runs its pods on these names
 # (`e2e.test --list-images`); the project's busybox answers to them, so that
 # the suite never pulls.
-E2E_BUSYBOX_IMAGES=(registry.k8s.io/e2e-test-images/busybox:1.37.0-1 registry.k8s.io/e2e-test-images/busybox:1.36.1-1)
+E2E_BUSYBOX_IMAGES=(registry.k8s.io/e2e-test-images/busybox:1.37.0-2 registry.k8s.io/e2e-test-images/busybox:1.36.1-1)
 
 import_images() {
   local line ref tarball busybox=

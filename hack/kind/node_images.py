@@ -5,7 +5,7 @@ Writes the Kubernetes release tarball layout `kind build node-image --type
 file` reads (kind v0.33.0, pkg/build/nodeimage/internal/kube/
 builder_tarball.go)::
 
-    kubernetes/version                       v1.34.4
+    kubernetes/version                       v1.37.2
     kubernetes/server/bin/{kubeadm,kubelet,kubectl}
     kubernetes/server/bin/{kube-apiserver,kube-controller-manager,
                            kube-scheduler,kube-proxy}.tar

@@ -11,7 +11,7 @@ import pytest
 from tests.support.wait import wait_until
 
 from .conftest import Operator
-from .support import Kubectl, PodWatch, busybox_template, held, is_active, kubectl
+from .support import Kubectl, PodWatch, busybox_template, held, is_active, kubectl, phase
 
 pytestmark = [pytest.mark.realnode]
 
@@ -88,6 +88,49 @@ def test_suspend_deletes_pods_without_failures_and_resume_restarts(
         e["reason"]
         for e in k.json("get", "events", "--field-selector", f"involvedObject.name={name}")["items"]
     }
+
+
+def test_a_job_started_then_suspended_resumes_with_the_template_edited_meanwhile(
+    operator: Operator, k: Kubectl
+) -> None:
+    """Kubernetes 1.36, as its e2e spec "should allow updating pod resources for a job
+    that started and then was suspended", for a ParallelJob: once the suspended job's
+    pods are gone, its status already says Suspended with no active pod and no
+    startTime, so an edit of its resources, node selector and labels is accepted at
+    once (no retry), and the pods created after the resume carry them."""
+    name = "edited"
+    template = busybox_template("sleep 300")
+    template["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}
+    k.create_pj(name, template, completions=4, parallelism=2)
+    wait_until(
+        lambda: sum(phase(p) == "Running" for p in k.pods(name)) == 2, timeout=60, what="2 running"
+    )
+    k.patch_pj(name, {"spec": {"suspend": True}})
+    wait_until(lambda: k.pods(name) == [], timeout=60, what="the pods gone, finalizers and all")
+    status = k.status(name)
+    suspended = k.condition(name, "Suspended")
+    assert suspended is not None and suspended["status"] == "True", status
+    assert status.get("active", 0) == 0 and "startTime" not in status, status
+    edit = {
+        "metadata": {"labels": {"edited": "yes"}},
+        "spec": {
+            "nodeSelector": {"paralleljob.dev/node-type": "real"},
+            "containers": [{**template["spec"]["containers"][0], "resources": NEW_REQUESTS}],
+        },
+    }
+    k.patch_pj(name, {"spec": {"template": edit}})
+    k.patch_pj(name, {"spec": {"suspend": False}})
+    wait_until(
+        lambda: sum(phase(p) == "Running" for p in k.pods(name)) == 2, timeout=60, what="resumed"
+    )
+    for pod in k.pods(name):
+        assert pod["spec"]["containers"][0]["resources"] == NEW_REQUESTS
+        assert pod["spec"]["nodeSelector"] == {"paralleljob.dev/node-type": "real"}
+        assert pod["metadata"]["labels"]["edited"] == "yes"
+    assert "startTime" in k.status(name)
+
+
+NEW_REQUESTS = {"requests": {"cpu": "20m", "memory": "16Mi"}}
 
 
 def test_active_deadline_fails_the_job_and_deletes_its_pods(operator: Operator, k: Kubectl) -> None:

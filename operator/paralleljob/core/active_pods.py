@@ -1,7 +1,7 @@
 """A job's active pods and the order in which they go: ``controller.ActivePods``.
 
 Ports what ``pkg/controller/job`` uses of ``pkg/controller/controller_utils.go``
-(Kubernetes v1.34.4): ``FilterActivePods`` (:func:`active_pods`) and the order of
+(Kubernetes v1.37.2): ``FilterActivePods`` (:func:`active_pods`) and the order of
 ``ActivePods`` (:func:`removal_order_key`), which sorts the pods to delete first first.
 It sits below its two users: scale-down in the core (``sync.pods_for_removal``,
 upstream's ``activePodsForRemoval``) and an Indexed job's duplicate indexes

@@ -1,6 +1,6 @@
 """Pod-failure back-off: 10s x 2^(n-1), capped, where n counts failures since the last success.
 
-Ports ``pkg/controller/job/backoff_utils.go`` (Kubernetes v1.34.4). Upstream keeps the
+Ports ``pkg/controller/job/backoff_utils.go`` (Kubernetes v1.37.2). Upstream keeps the
 job-wide record in memory and loses it on a restart (kubernetes#114650); here it lives
 in ``status.podFailureBackoff`` and is written in the same status update that records
 the finished pods, so it survives a restart and is counted exactly once.

@@ -1,6 +1,6 @@
 """Indexed completion mode: completion indexes, per-index failures, per-index pods.
 
-Ports ``pkg/controller/job/indexed_job_utils.go`` (Kubernetes v1.34.4), plus the
+Ports ``pkg/controller/job/indexed_job_utils.go`` (Kubernetes v1.37.2), plus the
 per-index part of ``job_controller.go``'s ``manageJob`` pod creation (its functions
 also call ``isPodFailed`` and ``onlyReplaceFailedPods``, which are ``model.py``'s
 ``is_pod_failed`` and ``JobSpec.only_replace_failed``), and at the end the hooks the
@@ -21,8 +21,8 @@ core calls where upstream's ``syncJob``, ``manageJob`` and
 * Pod templates are JSON dicts; the functions that change one return a changed deep copy
   and never mutate their input. Upstream mutates the template and sorts the caller's
   slice of pods in place; here sorting makes a new tuple.
-* Feature gates: all of v1.34's are on. ``JobBackoffLimitPerIndex``,
-  ``JobPodReplacementPolicy`` and ``PodIndexLabel`` are GA and locked on, so no branch
+* Feature gates: ``JobBackoffLimitPerIndex``, ``JobPodReplacementPolicy`` and
+  ``PodIndexLabel`` are gone (removed in v1.35 and v1.37, always on), so no branch
   here depends on a gate; :func:`add_completion_index_env_variables` still offers the
   pre-``PodIndexLabel`` annotation field path as an option.
 """
@@ -364,7 +364,7 @@ def add_completion_index_env_variables(
     already set it.
 
     The field path reads the completion-index label, as upstream does since the
-    ``PodIndexLabel`` gate (GA, locked on in v1.34), so the pod needs
+    ``PodIndexLabel`` gate (removed in v1.35: always on), so the pod needs
     :func:`add_completion_index_label`; ``from_label=False`` reads the annotation, as
     upstream did with the gate off.
     """

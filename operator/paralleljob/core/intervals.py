@@ -1,7 +1,7 @@
 """Ordered intervals of completion indexes: upstream's ``orderedIntervals`` value type.
 
 Ports the interval half of ``pkg/controller/job/indexed_job_utils.go`` (Kubernetes
-v1.34.4): ``interval``, ``orderedIntervals`` and ``parseIndexesFromString``. It is a
+v1.37.2): ``interval``, ``orderedIntervals`` and ``parseIndexesFromString``. It is a
 value type that Indexed jobs, the success policy, the back-off, tracking and the metrics
 read, so it sits below them all. What differs: ordered intervals are immutable tuples of
 ``(first, last)`` pairs, and the methods of upstream's ``orderedIntervals`` are functions

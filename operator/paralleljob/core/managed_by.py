@@ -1,8 +1,8 @@
 """spec.managedBy: whether a job is this operator's to reconcile.
 
 Ports ``managedByExternalController`` (``pkg/controller/job/job_controller.go``,
-Kubernetes v1.34.4), as with the ``JobManagedBy`` gate on (in v1.34 it is beta and on by
-default, not locked: upstream can be run with it off; the operator cannot): a job whose
+Kubernetes v1.37.2), as with the ``JobManagedBy`` gate on (GA and locked on since
+v1.35): a job whose
 spec.managedBy names a controller the operator does not play for its kind
 (:attr:`~.kind.JobKind.controllers`: for a ParallelJob, unset or
 :data:`~paralleljob.constants.MANAGED_BY`; for a batch/v1 Job, the operator's value, and

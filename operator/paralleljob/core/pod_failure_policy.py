@@ -1,12 +1,12 @@
 """The pod failure policy: which rule a failed pod matches, and what that means for the job.
 
-Ports ``pkg/controller/job/pod_failure_policy.go`` (Kubernetes v1.34.4). What differs:
+Ports ``pkg/controller/job/pod_failure_policy.go`` (Kubernetes v1.37.2). What differs:
 
 * The policy and the pod are small frozen dataclasses parsed from their JSON
   (``parse_pod_failure_policy``, ``pod_failure_facts``), not the API types; the pod is
   reduced to what the matcher reads (``PodFailureFacts``).
-* The ``JobBackoffLimitPerIndex`` feature gate is GA and locked on in v1.34, so a
-  ``FailIndex`` rule always applies (upstream skips it when the gate is off).
+* ``FailIndex`` rules always apply, as upstream's since v1.37 removed the
+  ``JobBackoffLimitPerIndex`` gate.
 * Actions and operators are plain strings, as in the JSON: an action or operator this
   module does not know makes its rule match nothing, as upstream's ``switch`` does.
 
@@ -279,7 +279,6 @@ def _apply_action(action: str, fail_job_message: str) -> PodFailurePolicyMatch |
     if action == ACTION_IGNORE:
         return PodFailurePolicyMatch(None, False, ACTION_IGNORE)
     if action == ACTION_FAIL_INDEX:
-        # Upstream checks the JobBackoffLimitPerIndex gate here; it is locked on in v1.34.
         return PodFailurePolicyMatch(None, True, ACTION_FAIL_INDEX)
     if action == ACTION_COUNT:
         return PodFailurePolicyMatch(None, True, ACTION_COUNT)

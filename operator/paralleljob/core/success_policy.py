@@ -1,6 +1,6 @@
 """The success policy of an Indexed job: whether its succeeded indexes meet a rule.
 
-Ports ``pkg/controller/job/success_policy.go`` (Kubernetes v1.34.4). What differs:
+Ports ``pkg/controller/job/success_policy.go`` (Kubernetes v1.37.2). What differs:
 
 * The policy is a small frozen dataclass parsed from the job spec's JSON, not the API
   type; the dataclasses and their parser (``SuccessPolicy``, ``SuccessPolicyRule``,
@@ -8,10 +8,8 @@ Ports ``pkg/controller/job/success_policy.go`` (Kubernetes v1.34.4). What differ
   policy.
 * ``matches_success_policy`` returns ``(matched, message)``; upstream's
   ``matchSuccessPolicy`` returns ``(message, matched)``.
-* The ``JobSuccessPolicy`` gate is GA and locked on in v1.34, and
-  ``delayTerminalCondition`` is always true (``JobPodReplacementPolicy`` is GA and
-  locked on; ``JobManagedBy``, the other gate it reads, is beta and on by default), so
-  nothing here depends on a gate.
+* No gate: v1.37 removed ``JobSuccessPolicy`` and ``delayTerminalCondition`` (terminal
+  conditions always wait for the terminating pods).
 * Intervals of indexes are ``intervals.py``'s ordered ``(first, last)`` tuples, parsed
   by its ``parse_indexes_from_string`` and counted by its ``intervals_total``.
 """

@@ -193,7 +193,7 @@ def record_stale_sync(group: str, resource: str) -> None:
 
 def pod_creation_reason(pod_replacement_policy: str, failed: int, terminating: int) -> str:
     """recordJobPodsCreationTotal's ``reason`` label (the JobPodReplacementPolicy gate is
-    GA and locked on in v1.34): ``recreate_failed`` when only failed pods are replaced
+    gone since v1.37: always on): ``recreate_failed`` when only failed pods are replaced
     and the job has failed pods, ``recreate_terminating_or_failed`` when it has failed or
     terminating pods, else ``new``. ``failed`` is syncJob's jobCtx.failed (counted,
     uncounted and new failures, those a pod failure policy ignores left out) and
