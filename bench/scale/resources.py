@@ -6,6 +6,7 @@ the CRD needs no change here)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from .store import Json, Kind
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_FILE = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
 
-#: What kube-apiserver v1.34 says its verbs are, by kind of resource.
+#: What kube-apiserver v1.37 says its verbs are, by kind of resource.
 _ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 _SUB_VERBS = ["get", "patch", "update"]
 
@@ -85,11 +86,16 @@ def builtin_kinds() -> tuple[Kind, ...]:
 
 # -- discovery ---------------------------------------------------------------------------
 def version_info() -> Json:
-    """/version: what the local cluster's kube-apiserver says (hack/versions.env)."""
+    """/version: what the local cluster's kube-apiserver says (hack/versions.env's
+    KUBERNETES_VERSION, which the operator checks at start-up)."""
+    pins = (REPO_ROOT / "hack" / "versions.env").read_text()
+    found = re.search(r"^KUBERNETES_VERSION=v(\d+)\.(\d+)\.\d+", pins, re.M)
+    if found is None:
+        raise ValueError("hack/versions.env has no KUBERNETES_VERSION=vX.Y.Z")
     return {
-        "major": "1",
-        "minor": "34",
-        "gitVersion": "v1.34.4",
+        "major": found.group(1),
+        "minor": found.group(2),
+        "gitVersion": found.group(0).split("=", 1)[1],
         "gitCommit": "stub",
         "gitTreeState": "clean",
         "buildDate": "2026-01-01T00:00:00Z",

@@ -7,9 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,6 +23,8 @@ from bench.scale.record import Recorder
 from bench.scale.store import Store
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+#: The pins the stub answers /version from, as the local cluster would.
+VERSIONS_ENV = Path(__file__).resolve().parents[3] / "hack" / "versions.env"
 CRD = resources.load_crd()
 PJ = CRD.storage
 JOB = objects.JobSeed("ns", "scale-1", "job-uid-1", 2, objects.parallel_job_type(PJ.api_version))
@@ -114,7 +118,9 @@ def test_discovery_names_the_crds_resource_and_subresources() -> None:
         names = {r["name"] for r in listed["resources"]}
         assert {"paralleljobs", "paralleljobs/status", "paralleljobs/scale"} <= names
         _, version = await get(session, "/version")
-        assert version["gitVersion"].startswith("v1.")
+        pinned = re.search(r"^KUBERNETES_VERSION=(\S+)", VERSIONS_ENV.read_text(), re.M)
+        assert pinned is not None and version["gitVersion"] == pinned.group(1)
+        assert f"v{version['major']}.{version['minor']}." in version["gitVersion"]
 
     run(test)
 
