@@ -63,6 +63,10 @@ P, R, S, F = c.PENDING, c.RUNNING, c.SUCCEEDED, c.FAILED
 START = T0 - timedelta(seconds=30)
 LONG_AGO = T0 - timedelta(hours=1)
 STARTED = JobStatus(start_time=START)
+#: One pod failed 2 s ago: the pod-failure back-off (10 s) holds creations for 8 s more.
+BACKING_OFF = replace(
+    STARTED, failed=1, failures_since_success=1, last_failure_time=T0 - timedelta(seconds=2)
+)
 
 COMPLETIONS_REACHED = c.REASON_COMPLETIONS_REACHED
 BACKOFF_LIMIT = c.REASON_BACKOFF_LIMIT
@@ -259,12 +263,7 @@ ROWS = [
     pytest.param(
         Row(
             JobSpec(parallelism=1, completions=5),
-            status=replace(
-                STARTED,
-                failed=1,
-                failures_since_success=1,
-                last_failure_time=T0 - timedelta(seconds=2),
-            ),
+            status=BACKING_OFF,
             reason="backoff",
             requeue=8.0,
             failed=1,
@@ -275,12 +274,7 @@ ROWS = [
         Row(
             JobSpec(parallelism=2, completions=2),
             pods=(pod("r0", ready=True),),
-            status=replace(
-                STARTED,
-                failed=1,
-                failures_since_success=1,
-                last_failure_time=T0 - timedelta(seconds=2),
-            ),
+            status=BACKING_OFF,
             reason="backoff",
             requeue=8.0,
             active=1,
