@@ -181,9 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "levels": levels,
     }
     args.out.mkdir(parents=True, exist_ok=True)
+    # The label may hold dots (a version), so the suffix is appended, not swapped.
     stem = args.out / f"{run['date']}-scale-harness-{args.label}"
-    stem.with_suffix(".json").write_text(json.dumps(run, indent=1) + "\n")
-    stem.with_suffix(".md").write_text(report.render(run))
+    Path(f"{stem}.json").write_text(json.dumps(run, indent=1) + "\n")
+    Path(f"{stem}.md").write_text(report.render(run))
     print(f"scale: results in {stem}.md and .json (operator logs in {logs})")
     return 1 if any(r.get("error") for r in levels) else 0
 
