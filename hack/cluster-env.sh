@@ -86,7 +86,15 @@ pid_of() {
 # whatever is still alive after a grace period. Given together, they stop in
 # parallel.
 # running PID: exists and is not a zombie (whose reaping is not ours to wait for).
-running() { [ -d "/proc/$1" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null; }
+# A zombie thread-group leader whose other threads are still exiting is running:
+# they share its files, so its listening sockets close only with the last of them
+# (a kube-controller-manager restarted after a SIGKILL found its port in use).
+running() {
+  [ -d "/proc/$1" ] || return 1
+  grep -q '^State:[[:space:]]*Z' "/proc/$1/status" 2>/dev/null || return 0
+  local tasks=("/proc/$1/task/"*)
+  [ "${#tasks[@]}" -gt 1 ]
+}
 
 stop() {
   local name pid deadline pids=() names=()
