@@ -25,10 +25,10 @@
 # operator stopped by its PID file. Exits non-zero when a selected spec failed.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/cluster-env.sh"
+source "$HACK_DIR/job-controller.sh"
 
 E2E_BIN=$CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/e2e.test
 GINKGO_BIN=$CACHE_DIR/e2e-$KUBERNETES_VERSION/bin/ginkgo
-OPERATOR_BIN=$REPO_ROOT/.venv/bin/paralleljob-operator
 JOB_SPECS='\[sig-apps\] Job '
 CRONJOB_SPECS='\[sig-apps\] CronJob|\[sig-apps\] TTLAfterFinished'
 # As upstream's parallel presubmit runs (less [Disruptive] and [Flaky], which no
@@ -61,77 +61,11 @@ pid_alive kube-controller-manager || die "kube-controller-manager is not running
 [ "$controller" = builtin ] || [ -x "$OPERATOR_BIN" ] || die "$OPERATOR_BIN is missing: run 'make venv'"
 [ -x "$E2E_BIN" ] && [ -x "$GINKGO_BIN" ] || "$HACK_DIR/build.sh" e2e
 
-# job_controller: on or off, as the running kube-controller-manager was started.
-job_controller() {
-  if tr '\0' '\n' <"/proc/$(pid_of kube-controller-manager)/cmdline" | grep -q -- '^--controllers=.*-job-controller'; then
-    echo off
-  else
-    echo on
-  fi
-}
-
-# set_job_controller on|off: restarts kube-controller-manager if it runs the other.
-set_job_controller() {
-  [ "$(job_controller)" = "$1" ] && return
-  log "upstream e2e: restarting kube-controller-manager with PJ_BUILTIN_JOB_CONTROLLER=$1"
-  PJ_BUILTIN_JOB_CONTROLLER=$1 "$HACK_DIR/cluster-restart.sh" kube-controller-manager
-}
-
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
-OPERATOR_PID_FILE=$report_dir/operator.pid
-# The operator on the host as tests/e2e runs it, for every namespace and every
-# Job: no leader election, the cluster admin's kubeconfig, its kubeconfig
-# certificates' temporary files in the report directory.
-start_operator() {
-  local port metrics_port deadline
-  # Its preflight needs the ParallelJob CRD, Established (polled: a CRD created a moment
-  # ago may have no conditions yet, which `kubectl wait` takes for an error).
-  kubectl apply --server-side --force-conflicts -k "$REPO_ROOT/crds" >/dev/null
-  deadline=$((SECONDS + 60))
-  until [ "$(kubectl get crd/paralleljobs.paralleljob.dev \
-    -o jsonpath='{.status.conditions[?(@.type=="Established")].status}')" = True ]; do
-    [ "$SECONDS" -lt "$deadline" ] || die "the ParallelJob CRD is not Established after 60s"
-    sleep 0.5
-  done
-  port=$(free_port)
-  metrics_port=$(free_port)
-  mkdir -p "$report_dir/operator-tmp"
-  PJ_MANAGE_JOBS=all PJ_LEADER_ELECT=false KUBECONFIG=$KUBECONFIG_ADMIN PYTHONUNBUFFERED=1 \
-    TMPDIR=$report_dir/operator-tmp setsid "$OPERATOR_BIN" --bind-address 127.0.0.1 \
-    --liveness-port "$port" --metrics-port "$metrics_port" </dev/null >"$report_dir/operator.log" 2>&1 &
-  echo "$!" >"$OPERATOR_PID_FILE"
-  deadline=$((SECONDS + 60))
-  until curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; do
-    if ! operator_alive; then
-      tail -n 25 "$report_dir/operator.log" >&2
-      die "the operator exited during startup (log: $report_dir/operator.log)"
-    fi
-    [ "$SECONDS" -lt "$deadline" ] || die "the operator's /healthz did not answer in 60s (log: $report_dir/operator.log)"
-    sleep 0.5
-  done
-  log "upstream e2e: operator running (pid $(cat "$OPERATOR_PID_FILE"), PJ_MANAGE_JOBS=all," \
-    "metrics on 127.0.0.1:$metrics_port, log $report_dir/operator.log)"
-}
-
-# operator_alive: the PID file's process is alive and still the operator.
-operator_alive() {
-  local pid
-  [ -f "$OPERATOR_PID_FILE" ] && read -r pid <"$OPERATOR_PID_FILE" && [ -d "/proc/$pid" ] &&
-    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$OPERATOR_BIN"
-}
-
-stop_operator() {
-  operator_alive || return 0
-  terminate "$(cat "$OPERATOR_PID_FILE")" paralleljob-operator
-  rm -f "$OPERATOR_PID_FILE"
-}
-
 initial_job_controller=
 cleanup() {
   local status=$?
   set +e
-  stop_operator
+  stop_operator "$report_dir"
   if [ -n "$initial_job_controller" ] && pid_alive kube-controller-manager; then
     set_job_controller "$initial_job_controller"
   fi
@@ -144,7 +78,7 @@ trap 'exit 143' TERM
 rm -rf "$report_dir" && mkdir -p "$report_dir"
 initial_job_controller=$(job_controller)
 set_job_controller "$want_job_controller"
-[ "$controller" = builtin ] || start_operator
+[ "$controller" = builtin ] || start_operator "$report_dir"
 
 log "upstream e2e: $suite specs, $controller Job controller, $procs process(es); focus '$focus', skip '$SKIP'"
 e2e_args=(--kubeconfig="$KUBECONFIG_ADMIN" --provider=skeleton
