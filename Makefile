@@ -161,3 +161,10 @@ bench-scale: venv ## The operator against a stub API at 600/6,000/60,000 objects
 test-upstream: prereqs build venv ## Kubernetes' e2e Job specs on the local cluster: UPSTREAM_SUITE=job|conformance|cronjob|all, UPSTREAM_CONTROLLER=builtin|operator
 	@$(LOCAL_CLUSTER_UP)
 	@hack/test-upstream.sh
+
+# --- Kueue's own e2e suite (hack/test-kueue.sh, docs/kueue.md): its Job specs, unmodified,
+# against both Job controllers, Kueue installed for the run and removed after it.
+.PHONY: test-kueue
+test-kueue: prereqs build venv ## Kueue's e2e Job specs on the local cluster, built-in then operator: KUEUE_SUITE=job|all, KUEUE_CONTROLLER=both|builtin|operator
+	@$(LOCAL_CLUSTER_UP)
+	@hack/test-kueue.sh

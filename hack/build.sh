@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned cluster binaries from the Go module proxy into
 # $CACHE_DIR/<component>-<version>/, skipping any that are already built.
-# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|kind|keda|kind-node|e2e]...
-# (default: etcd kwok coredns kubernetes kind; keda and kind-node, what kind's
+# Usage: hack/build.sh [kubernetes|etcd|kwok|coredns|kind|keda|kueue|kind-node|e2e]...
+# (default: etcd kwok coredns kubernetes kind; keda, kueue and kind-node, what kind's
 # node image is made of (hack/kind.sh image), and e2e, Kubernetes' own e2e
 # test binary (hack/test-upstream.sh), only when asked for)
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -206,6 +206,53 @@ build_keda() {
   rm -rf "${out:?}/bin" && mv "$out/bin.tmp" "$out/bin"
 }
 
+# Kueue (make test-kueue, hack/test-kueue.sh): its manager, the binary of its
+# image, and its e2e suite test/e2e/singlecluster compiled as `go test -c`, from
+# a writable copy of the module (go.mod without replace directives, its go.sum
+# as shipped), into $CACHE_DIR/kueue-$KUEUE_VERSION/{bin,src}; the suite reads
+# manifests and configs from that src at run time (PROJECT_DIR). Beside it,
+# agnhost, the test image's binary its specs run, from the pinned Kubernetes.
+KUEUE_MODULE=sigs.k8s.io/kueue
+build_kueue() {
+  local out=$CACHE_DIR/kueue-$KUEUE_VERSION
+  if [ -x "$out/bin/manager" ] && [ -x "$out/bin/singlecluster.test" ] && [ -d "$out/src" ]; then
+    log "kueue $KUEUE_VERSION: cached in $out"
+  else
+    local module_dir start=$SECONDS
+    module_dir=$(go_module_file "$KUEUE_MODULE@$KUEUE_VERSION" Dir)
+    rm -rf "$out" && mkdir -p "$out/bin.tmp"
+    cp -r "$module_dir" "$out/src.tmp" && chmod -R u+w "$out/src.tmp"
+    (
+      cd "$out/src.tmp" || exit 1
+      log "kueue $KUEUE_VERSION: resolving modules"
+      go mod download
+      log "kueue $KUEUE_VERSION: building the manager"
+      CGO_ENABLED=0 go build -trimpath \
+        -ldflags "-s -w -X $KUEUE_MODULE/pkg/version.GitVersion=$KUEUE_VERSION" \
+        -o "$out/bin.tmp/manager" ./cmd/kueue
+      log "kueue $KUEUE_VERSION: building the e2e suite (go test -c ./test/e2e/singlecluster)"
+      CGO_ENABLED=0 go test -c -vet=off -trimpath -o "$out/bin.tmp/singlecluster.test" ./test/e2e/singlecluster
+    )
+    mv "$out/src.tmp" "$out/src" && mv "$out/bin.tmp" "$out/bin"
+    log "kueue $KUEUE_VERSION: built in $((SECONDS - start))s"
+  fi
+  local agnhost=$CACHE_DIR/agnhost-$KUBERNETES_VERSION
+  [ -x "$agnhost/bin/agnhost" ] && { log "agnhost $KUBERNETES_VERSION: cached in $agnhost"; return; }
+  local work=$CACHE_DIR/src/agnhost-$KUBERNETES_VERSION start=$SECONDS
+  write_kubernetes_module "$work" test/images/agnhost
+  (
+    cd "$work" || exit 1
+    log "agnhost $KUBERNETES_VERSION: resolving modules"
+    go mod tidy -e >/dev/null 2>&1 || true
+    go mod download
+    mkdir -p "$agnhost/bin"
+    CGO_ENABLED=0 go build -trimpath -tags tools -ldflags "-s -w" \
+      -o "$agnhost/bin/agnhost.tmp" k8s.io/kubernetes/test/images/agnhost
+    mv "$agnhost/bin/agnhost.tmp" "$agnhost/bin/agnhost"
+  )
+  log "agnhost $KUBERNETES_VERSION: built in $((SECONDS - start))s"
+}
+
 # The kind CLI: make deploy's (hack/deploy.sh kind) and hack/kind.sh's.
 build_kind() { build_wrapped kind "$KIND_VERSION" sigs.k8s.io/kind sigs.k8s.io/kind kind; }
 
@@ -230,7 +277,7 @@ total=$SECONDS
 mkdir -p "$CACHE_DIR"
 for target in "${targets[@]}"; do
   case $target in
-    kubernetes | etcd | kwok | coredns | kind | keda | kind-node | e2e)
+    kubernetes | etcd | kwok | coredns | kind | keda | kueue | kind-node | e2e)
       # One build of a component at a time: make test's parallel workers may ask for
       # the same one at once (two KEDA tests did on a cold cache, and the second one's
       # move of bin.tmp found it gone); the one that waited finds it cached.
@@ -240,7 +287,7 @@ for target in "${targets[@]}"; do
         "build_${target//-/_}"
       )
       ;;
-    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, kind, keda, kind-node or e2e)" ;;
+    *) die "unknown component '$target' (expected kubernetes, etcd, kwok, coredns, kind, keda, kueue, kind-node or e2e)" ;;
   esac
 done
 log "all requested components ready in $((SECONDS - total))s (cache: $CACHE_DIR)"

@@ -3,7 +3,8 @@
 
 Each image is one layer assembled from files of installed Debian packages (or,
 for pause, a binary compiled from the pinned Kubernetes module's own
-build/pause/linux/pause.c) and written as a docker-archive tarball, a format
+build/pause/linux/pause.c; for kueue and agnhost, on request, the Go binaries
+``hack/build.sh kueue`` built) and written as a docker-archive tarball, a format
 that both ``ctr images import`` and ``docker load`` accept. Only the Python
 standard library is used, so this runs before any virtualenv exists.
 
@@ -11,7 +12,7 @@ Tarballs are cached under ``<cache>/images/`` keyed by image tag, the Debian
 package version and a hash of this script, so they are rebuilt only when one of
 those changes. Usage::
 
-    build_image.py --cache-dir DIR [busybox|redis|pause ...]
+    build_image.py --cache-dir DIR [busybox|redis|pause|kueue|agnhost ...]
 
 prints one line ``<image-ref> <tarball>`` per image.
 """
@@ -282,18 +283,24 @@ def build_redis(cache: Path) -> tuple[str, Path]:
     return ref, out
 
 
+def pinned(name: str) -> str:
+    """A version pinned in hack/versions.env, e.g. pinned("KUBERNETES_VERSION")."""
+    versions = Path(__file__).resolve().parent.parent / "versions.env"
+    match = re.search(rf"^{name}=(\S+)", versions.read_text(), re.M)
+    if not match:
+        sys.exit(f"error: {name} missing from {versions}")
+    return match.group(1)
+
+
 def kubernetes_module_dir() -> Path:
     """The pinned k8s.io/kubernetes module source (fetched from the Go proxy if needed)."""
-    versions = Path(__file__).resolve().parent.parent / "versions.env"
-    match = re.search(r"^KUBERNETES_VERSION=(\S+)", versions.read_text(), re.M)
-    if not match:
-        sys.exit(f"error: KUBERNETES_VERSION missing from {versions}")
+    version = pinned("KUBERNETES_VERSION")
     env = {**os.environ, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=mod"}
     with tempfile.TemporaryDirectory() as tmp:
         # `go mod download` needs no module of its own, but must not pick up
         # an unrelated go.mod from the working directory.
         result = subprocess.run(
-            ["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{match.group(1)}"],
+            ["go", "mod", "download", "-json", f"{KUBERNETES_MODULE}@{version}"],
             capture_output=True,
             text=True,
             cwd=tmp,
@@ -340,21 +347,83 @@ def build_pause(cache: Path) -> tuple[str, Path]:
     return ref, out
 
 
+def built_binary(cache: Path, component: str, version: str, binary: str) -> Path:
+    """A binary hack/build.sh left in <cache>/<component>-<version>/bin."""
+    path = cache.parent / f"{component}-{version}" / "bin" / binary
+    if not path.is_file():
+        build = component if component != "agnhost" else "kueue"
+        sys.exit(f"error: {path} is missing: run hack/build.sh {build}")
+    return path
+
+
+def keyed_archive(cache: Path, name: str, tag: str, binary: Path) -> Path:
+    """An archive path keyed by the binary's content and this script."""
+    key = hashlib.sha256(binary.read_bytes()).hexdigest()[:12]
+    return cache / f"{name}-{tag}-{key}-{SCRIPT_HASH}.tar"
+
+
+def build_kueue(cache: Path) -> tuple[str, Path]:
+    """Kueue's manager as its release image ships it: distroless's nonroot user,
+    /manager as the entrypoint, a writable /tmp for the webhook certificates."""
+    version = pinned("KUEUE_VERSION")
+    manager = built_binary(cache, "kueue", version, "manager")
+    ref = f"registry.k8s.io/kueue/kueue:{version}"
+    out = keyed_archive(cache, "kueue", version, manager)
+    if not out.exists():
+        layer = Layer()
+        etc_files(layer, [("root", 0), ("nonroot", 65532)])
+        layer.add_file("/manager", manager.read_bytes(), 0o755)
+        config: dict[str, object] = {"Entrypoint": ["/manager"], "User": "65532:65532"}
+        write_docker_archive(out, ref, layer, config, f"sigs.k8s.io/kueue {version} cmd/kueue")
+    return ref, out
+
+
+def build_agnhost(cache: Path) -> tuple[str, Path]:
+    """Kubernetes' e2e test image agnhost, tagged with the VERSION of the pinned
+    module's test/images/agnhost; a shell and curl as in upstream's image, for
+    the specs that `kubectl exec` one."""
+    kubernetes = pinned("KUBERNETES_VERSION")
+    agnhost = built_binary(cache, "agnhost", kubernetes, "agnhost")
+    version_file = kubernetes_module_dir() / "test" / "images" / "agnhost" / "VERSION"
+    tag = version_file.read_text().strip()
+    ref = f"registry.k8s.io/e2e-test-images/agnhost:{tag}"
+    out = keyed_archive(cache, "agnhost", tag, agnhost)
+    if not out.exists():
+        layer = Layer()
+        etc_files(layer, [("root", 0)])
+        add_busybox(layer)
+        layer.add_binary_with_libs("/usr/bin/curl")
+        layer.add_file("/agnhost", agnhost.read_bytes(), 0o755)
+        config: dict[str, object] = {
+            "Entrypoint": ["/agnhost"],
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+        }
+        write_docker_archive(out, ref, layer, config, f"k8s.io/kubernetes {kubernetes} agnhost")
+    return ref, out
+
+
 BUILDERS = {"busybox": build_busybox, "redis": build_redis, "pause": build_pause}
+# Built on request only, from binaries hack/build.sh kueue made first.
+ON_REQUEST = {"kueue": build_kueue, "agnhost": build_agnhost}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cache-dir", type=Path, required=True)
-    parser.add_argument("images", nargs="*", help=f"any of {', '.join(BUILDERS)} (default: all)")
+    parser.add_argument(
+        "images",
+        nargs="*",
+        help=f"any of {', '.join(BUILDERS | ON_REQUEST)} (default: {', '.join(BUILDERS)})",
+    )
     args = parser.parse_args()
-    unknown = set(args.images) - set(BUILDERS)
+    every = BUILDERS | ON_REQUEST
+    unknown = set(args.images) - set(every)
     if unknown:
-        expected = ", ".join(BUILDERS)
+        expected = ", ".join(every)
         parser.error(f"unknown image(s) {', '.join(sorted(unknown))}; expected {expected}")
     cache = args.cache_dir / "images"
     for name in args.images or list(BUILDERS):
-        ref, path = BUILDERS[name](cache)
+        ref, path = every[name](cache)
         print(ref, path)
 
 

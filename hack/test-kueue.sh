@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# Runs Kueue's own e2e suite (test/e2e/singlecluster of sigs.k8s.io/kueue at
+# KUEUE_VERSION, unmodified) on the local cluster, against the built-in Job
+# controller and against the operator as the cluster's Job controller, and
+# prints one row per spec with both arms side by side (docs/kueue.md).
+# Usage: hack/test-kueue.sh          (make test-kueue starts the cluster first)
+#   KUEUE_SUITE       job (default): the feature:job and feature:e2e_v1beta1 specs;
+#                     all: and feature:visibility, feature:fairsharing, feature:metrics
+#   KUEUE_CONTROLLER  both (default), builtin or operator: the arms to run, in that
+#                     order; operator: kube-controller-manager without its Job
+#                     controller (PJ_BUILTIN_JOB_CONTROLLER=off) and .venv's
+#                     paralleljob-operator on the host with PJ_MANAGE_JOBS=all
+#   KUEUE_REPORT_DIR  where the rendered manifests, each arm's JUnit report and log,
+#                     the operator's log and specs.md go (default .kueue-e2e/SUITE, emptied)
+#   KUEUE_ARGS        more flags for the suite's binary, split on spaces
+#                     (-ginkgo.fail-fast, -ginkgo.focus=...)
+# Kueue is installed once for both arms, as its e2e config does (hack/kueue/ fits it to
+# one node), and uninstalled at the end in an order that never leaves its webhooks
+# behind, whatever failed; kube-controller-manager is restarted as it was, and the node's
+# instance-type label removed. Exits non-zero when a selected spec failed in an arm.
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$HACK_DIR/cluster-env.sh"
+source "$HACK_DIR/job-controller.sh"
+
+KUEUE_DIR=$CACHE_DIR/kueue-$KUEUE_VERSION
+SUITE_BIN=$KUEUE_DIR/bin/singlecluster.test
+# The specs of batch/v1 Jobs; the suite's other labels need other operators
+# (JobSet, LWS, Kubeflow, KubeRay, AppWrapper, Prometheus) or are not Jobs.
+JOB_LABELS='feature:job || feature:e2e_v1beta1'
+ALL_LABELS="$JOB_LABELS || feature:visibility || feature:fairsharing || feature:metrics"
+# The ResourceFlavor the specs admit to first; pods of its second (spot) may stay
+# Pending: the specs check only the Job's suspend and nodeSelector there.
+NODE_LABEL=instance-type
+NODE_LABEL_VALUE=on-demand
+
+suite=${KUEUE_SUITE:-job}
+case $suite in
+  job) labels=$JOB_LABELS ;;
+  all) labels=$ALL_LABELS ;;
+  *) die "KUEUE_SUITE must be job or all, got '$suite'" ;;
+esac
+case ${KUEUE_CONTROLLER:-both} in
+  both) arms=(builtin operator) ;;
+  builtin | operator) arms=("$KUEUE_CONTROLLER") ;;
+  *) die "KUEUE_CONTROLLER must be both, builtin or operator, got '$KUEUE_CONTROLLER'" ;;
+esac
+report_dir=${KUEUE_REPORT_DIR:-$REPO_ROOT/.kueue-e2e/$suite}
+read -r -a extra_args <<<"${KUEUE_ARGS:-}"
+
+kubectl get --raw /readyz >/dev/null 2>&1 || die "the local cluster does not answer: start it with 'make cluster'"
+pid_alive kube-controller-manager || die "kube-controller-manager is not running (make cluster)"
+"$HACK_DIR/build.sh" kueue
+
+# load_images: Kueue's manager and agnhost, built here, into the node's containerd;
+# sets agnhost_image to the reference the specs are told to run.
+load_images() {
+  local ref tarball
+  while read -r ref tarball; do
+    "$HACK_DIR/load-image.sh" "$tarball"
+    [[ $ref == */agnhost:* ]] && agnhost_image=$ref
+  done < <(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR" kueue agnhost)
+}
+
+# render: the overlay beside Kueue's own e2e config in its source tree, the image
+# set to the one built here, rendered into the report directory.
+render() {
+  local overlay=$KUEUE_DIR/src/test/e2e/config/paralleljob
+  rm -rf "$overlay" && cp -r "$HACK_DIR/kueue" "$overlay"
+  cat >>"$overlay/kustomization.yaml" <<EOF
+
+images:
+- name: us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue
+  newName: registry.k8s.io/kueue/kueue
+  newTag: $KUEUE_VERSION
+EOF
+  kubectl kustomize "$overlay" >"$report_dir/kueue.yaml"
+}
+
+install_kueue() {
+  local start=$SECONDS
+  kubectl label node "$REAL_NODE" "$NODE_LABEL=$NODE_LABEL_VALUE" --overwrite >/dev/null
+  render
+  log "kueue $KUEUE_VERSION: installing ($report_dir/kueue.yaml)"
+  kubectl apply --server-side -f "$report_dir/kueue.yaml" >"$report_dir/install.log"
+  kubectl -n kueue-system rollout status deploy/kueue-controller-manager --timeout=5m
+  log "kueue $KUEUE_VERSION: ready in $((SECONDS - start))s"
+}
+
+# uninstall_kueue: what admits or rejects other objects first (its webhooks on every
+# pod and Job, the aggregated visibility API that namespace deletion asks), then its
+# CRDs while the manager still runs to release its finalizers, then the rest.
+uninstall_kueue() {
+  local names start=$SECONDS
+  names=$(kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations,apiservices -o name |
+    grep -E '/kueue-|\.kueue\.x-k8s\.io$' || true)
+  [ -z "$names" ] || kubectl delete --ignore-not-found $names >/dev/null
+  names=$(kubectl get crds -o name | grep -E '\.kueue\.x-k8s\.io$' || true)
+  if [ -n "$names" ] && ! kubectl delete --ignore-not-found --timeout=120s $names >/dev/null; then
+    release_finalizers
+    kubectl delete --ignore-not-found --timeout=60s $names >/dev/null || true
+  fi
+  [ ! -f "$report_dir/kueue.yaml" ] ||
+    kubectl delete --ignore-not-found --timeout=120s -f "$report_dir/kueue.yaml" >/dev/null 2>&1 || true
+  kubectl label node "$REAL_NODE" "$NODE_LABEL-" >/dev/null 2>&1 || true
+  log "kueue $KUEUE_VERSION: uninstalled in $((SECONDS - start))s"
+}
+
+# release_finalizers: Kueue's objects whose CRD deletion waits on a finalizer that no
+# manager will remove any more lose it, so that nothing is left half-deleted.
+release_finalizers() {
+  local crd object
+  for crd in $(kubectl get crds -o name | grep -E '\.kueue\.x-k8s\.io$' | cut -d/ -f2); do
+    for object in $(kubectl get "$crd" -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null); do
+      log "kueue: releasing the finalizers of $crd $object"
+      if [ "${object%%/*}" ]; then
+        kubectl -n "${object%%/*}" patch "$crd" "${object#*/}" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
+      else
+        kubectl patch "$crd" "${object#*/}" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
+      fi
+    done
+  done
+}
+
+# check_clean: nothing of Kueue's is left to admit, reject or serve anything, and a
+# plain Job still runs to Complete with the Job controller restored.
+check_clean() {
+  local left ns=kueue-e2e-after
+  left=$(kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations,apiservices,crds -o name |
+    grep -E 'kueue' || true)
+  [ -z "$left" ] || { log "kueue: left behind: $left"; return 1; }
+  kubectl create namespace "$ns" >/dev/null
+  kubectl -n "$ns" create job plain --image="$BUSYBOX_IMAGE" -- true >/dev/null
+  if [ "$initial_job_controller" = off ]; then
+    log "kueue: the cluster ran without its Job controller before: no plain Job checked"
+  elif ! kubectl -n "$ns" wait job/plain --for=condition=Complete --timeout=120s >/dev/null; then
+    log "kueue: a plain Job did not complete after the uninstall"
+    kubectl delete namespace "$ns" --wait=false >/dev/null
+    return 1
+  else
+    log "kueue: nothing of Kueue's left; a plain Job ran to Complete"
+  fi
+  kubectl delete namespace "$ns" --wait=false >/dev/null
+}
+
+# run_arm ARM: the suite against one Job controller; its JUnit report and log in
+# $report_dir/ARM. Returns the suite's exit status.
+run_arm() {
+  local arm=$1 dir=$report_dir/$1 status=0 start=$SECONDS
+  mkdir -p "$dir"
+  if [ "$arm" = builtin ]; then set_job_controller on; else set_job_controller off; fi
+  [ "$arm" = builtin ] || start_operator "$dir"
+  log "kueue e2e: $suite specs ($labels), $arm Job controller"
+  # The suite finds its manifests and test configs from PROJECT_DIR, and writes its
+  # JUnit report into ARTIFACTS.
+  (
+    cd "$KUEUE_DIR/src" &&
+      KUBECONFIG=$KUBECONFIG_ADMIN PROJECT_DIR=$KUEUE_DIR/src/ ARTIFACTS=$dir TEST_LOG_LEVEL=-3 \
+        E2E_TEST_AGNHOST_IMAGE=$agnhost_image \
+        "$SUITE_BIN" -ginkgo.label-filter="$labels" -ginkgo.v -ginkgo.no-color \
+        -ginkgo.timeout=90m "${extra_args[@]}"
+  ) >"$dir/e2e.log" 2>&1 || status=$?
+  [ "$arm" = builtin ] || stop_operator "$dir"
+  log "kueue e2e: $arm arm exited $status after $((SECONDS - start))s (log $dir/e2e.log)"
+  return "$status"
+}
+
+initial_job_controller=
+cleanup() {
+  local status=$?
+  set +e
+  for arm in "${arms[@]}"; do stop_operator "$report_dir/$arm"; done
+  uninstall_kueue
+  if [ -n "$initial_job_controller" ] && pid_alive kube-controller-manager; then
+    set_job_controller "$initial_job_controller"
+    check_clean || status=1
+  fi
+  exit "$status"
+}
+
+rm -rf "$report_dir" && mkdir -p "$report_dir"
+agnhost_image=
+load_images
+# The project's busybox, preloaded by cluster-up, for check_clean's plain Job.
+BUSYBOX_IMAGE=$(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR" busybox | cut -d' ' -f1)
+[ -n "$agnhost_image" ] || die "build_image.py built no agnhost image"
+initial_job_controller=$(job_controller)
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+install_kueue
+
+failed=0
+columns=()
+for arm in "${arms[@]}"; do
+  run_arm "$arm" || failed=1
+  columns+=("$arm=$report_dir/$arm")
+done
+# A ParallelJob's pods queued through Kueue's plain-pod integration, while it is here.
+log "kueue: a ParallelJob queued by Kueue (tests/e2e/test_kueue.py)"
+"$REPO_ROOT/.venv/bin/pytest" -p no:cacheprovider -q "$REPO_ROOT/tests/e2e/test_kueue.py" \
+  >"$report_dir/paralleljob.log" 2>&1 || failed=1
+tail -n 1 "$report_dir/paralleljob.log"
+# Skipped would mean it never saw Kueue: a failure here.
+! tail -n 1 "$report_dir/paralleljob.log" | grep -q skipped || failed=1
+
+report_status=0
+python3 "$HACK_DIR/upstream_report.py" --markdown "$report_dir/specs.md" "${columns[@]}" \
+  >"$report_dir/specs.txt" || report_status=$?
+cat "$report_dir/specs.txt"
+log "kueue e2e ($suite): report in $report_dir"
+[ "$failed" -eq 0 ] && [ "$report_status" -eq 0 ]
