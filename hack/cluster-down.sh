@@ -87,8 +87,8 @@ remove_chains() {
 remove_chains iptables
 remove_chains ip6tables
 
-# Network: the bridge (its veths died with the pod netns) and the route that
-# kept kwok's made-up pod IPs local.
+# Network: the bridge (its veths died with the pod netns; the Service range's
+# route goes with it) and the route that kept kwok's made-up pod IPs local.
 ip link del "$BRIDGE" 2>/dev/null || true
 ip route del unreachable "$KWOK_CIDR" 2>/dev/null || true
 

@@ -108,6 +108,11 @@ setup_host_network() {
   ip addr replace "$BRIDGE_IP/${POD_CIDR#*/}" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   ip route replace unreachable "$KWOK_CIDR"
+  # A Service IP exists only as kube-proxy's DNAT rules: until it has written a new
+  # Service's, a packet to that IP followed the default route off the host, and a
+  # Redis client met an HTTP proxy there ("HTTP/1.1 400 Bad Request"). Routed to the
+  # bridge it stays on the host and fails as unreachable, which clients retry.
+  ip route replace "$SERVICE_CIDR" dev "$BRIDGE"
 
   # Accept traffic from and to the pod bridge even if something (e.g. dockerd)
   # set the FORWARD policy to DROP; masquerade pods' traffic leaving the host.
