@@ -189,12 +189,6 @@ class Controller:
         cached = (p for uid in candidates for p in self.pods_of(uid) if p.uid == pod.uid)
         return any(p.has_finalizer for p in cached)
 
-    async def pod_seen(self, pod: PodInfo, gone: bool) -> None:
-        """A pod event, and the finalizer release it calls for, if any."""
-        release = self.observe_pod(pod, gone)
-        if release is not None:
-            await release
-
     def observe_pod(self, pod: PodInfo, gone: bool) -> Release:
         """A pod event: it settles the expectations of the jobs it may belong to and
         wakes their loops. Returns the release of an orphan, or of a pod that left the

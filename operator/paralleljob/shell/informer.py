@@ -69,12 +69,6 @@ CATCH_UP_WATCH_SECONDS = 3
 #: How long catching up may take before the informer lists afresh instead (a list is as
 #: new as the API server at once, but costs what a listing of every object costs).
 CATCH_UP_RELIST_SECONDS = 20.0
-METADATA_ONLY_LIST = (
-    "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
-)
-METADATA_ONLY_WATCH = (
-    "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
-)
 
 
 def version_number(resource_version: str) -> int | None:
@@ -101,23 +95,17 @@ class ListWatch(Protocol):
 
 
 class KubeListWatch:
-    """A resource's list and watch through the operator's client, whole objects or
-    only their metadata."""
+    """A resource's list and watch through the operator's client."""
 
-    def __init__(self, kube: Kube, path: str, *, metadata_only: bool = False) -> None:
+    def __init__(self, kube: Kube, path: str) -> None:
         self._kube = kube
         self._path = path
-        self._accept = (
-            (METADATA_ONLY_LIST, METADATA_ONLY_WATCH)
-            if metadata_only
-            else ("application/json", "application/json")
-        )
 
     async def list_page(self, query: list[tuple[str, str]]) -> JsonDict:
-        return await self._kube.request("GET", self._path, query=query, accept=self._accept[0])
+        return await self._kube.request("GET", self._path, query=query)
 
     def watch(self, query: list[tuple[str, str]]) -> AsyncIterator[JsonDict]:
-        return self._kube.watch(self._path, query, accept=self._accept[1])
+        return self._kube.watch(self._path, query)
 
 
 class Informer(Generic[T]):

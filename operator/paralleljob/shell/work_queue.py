@@ -48,9 +48,6 @@ class WorkQueue:
     def processing(self, key: str) -> bool:
         return key in self._processing
 
-    def queued(self, key: str) -> bool:
-        return key in self._dirty
-
     def __len__(self) -> int:
         """Keys waiting to be processed."""
         return len(self._dirty)

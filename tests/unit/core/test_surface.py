@@ -81,6 +81,15 @@ def test_a_name_resolves_to_its_module_s_object(name: str) -> None:
     home = getattr(value, "__module__", None)
     if home is not None and home.startswith("paralleljob.core."):
         assert getattr(importlib.import_module(home), name) is value
+    else:
+        # A constant (no __module__) or a name of another package: some core module
+        # must hold that very object under that name.
+        holders = [
+            module
+            for module in CORE_MODULES
+            if getattr(importlib.import_module(f"paralleljob.core.{module}"), name, None) is value
+        ]
+        assert holders, f"{name} is in no core module"
 
 
 def _core_names_imported_by(path: Path) -> set[str]:

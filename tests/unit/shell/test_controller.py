@@ -94,7 +94,9 @@ def test_once_synced_an_orphan_is_released_at_once() -> None:
     async def run() -> list[Call]:
         api = FakeApi(copy.deepcopy(JOB))
         controller = _controller(api, set(), CacheSync())
-        await controller.pod_seen(ORPHAN, gone=False)
+        release = controller.observe_pod(ORPHAN, gone=False)
+        assert release is not None
+        await release
         return api.calls
 
     assert asyncio.run(run()) == [Call("remove_pod_finalizer", "p")]
