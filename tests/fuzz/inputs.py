@@ -546,16 +546,26 @@ def pod_defects(draw: st.DrawFn) -> Defect:
         ),
         Defect(
             ("spec", "template", "metadata", "labels"),
-            {"fuzz": draw(st.sampled_from(["not valid!", "-x", "a" * 64, 5, True]))},
+            {"fuzz": draw(st.sampled_from(["not valid!", "-x", "a" * 64]))},
             pod_refused=("metadata.labels",),
         ),
     ]
     return draw(st.sampled_from(choices))
 
 
+@st.composite
+def label_type_defects(draw: st.DrawFn) -> Defect:
+    """A pod label that is not a string: the CRD types the template's labels as a Job's
+    ObjectMeta does (since the schema of Kubernetes 1.36's template rule)."""
+    value = draw(st.sampled_from([5, True, ["x"]]))
+    path: Path = ("spec", "template", "metadata", "labels")
+    return Defect(path, {"fuzz": value}, rejected=("spec.template.metadata.labels.fuzz",))
+
+
 def refused_defects() -> st.SearchStrategy[Defect]:
     """Defects the API server must refuse, as it refuses them in a batch/v1 Job."""
     return st.one_of(
+        label_type_defects(),
         int_field_defects(),
         suspend_defects(),
         structure_defects(),
