@@ -171,7 +171,6 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: object = None,
         content_type: str = "application/json",
-        accept: str = "application/json",
         timeout: float = 60.0,
     ) -> JsonDict:
         await self._wait_for_token()
@@ -181,7 +180,7 @@ class Kube:
                 method=method,
                 resource_path=path,
                 query_params=list(query) or None,
-                header_params={"Content-Type": content_type, "Accept": accept},
+                header_params={"Content-Type": content_type, "Accept": "application/json"},
                 body=body,
                 auth_settings=["BearerToken"],
             )
@@ -218,7 +217,6 @@ class Kube:
         path: str,
         query: Sequence[tuple[str, str]],
         *,
-        accept: str = "application/json",
         timeout: float = 360.0,
     ) -> AsyncIterator[JsonDict]:
         """A watch's events, decoded one line at a time as they come. It holds a
@@ -231,7 +229,7 @@ class Kube:
             method="GET",
             resource_path=path,
             query_params=[*query, ("watch", "true")],
-            header_params={"Accept": accept},
+            header_params={"Accept": "application/json"},
             auth_settings=["BearerToken"],
         )
         url_method, url, headers, data, post = params
