@@ -108,23 +108,22 @@ uninstall_kueue() {
 # release_finalizers: Kueue's objects whose CRD deletion waits on a finalizer that no
 # manager will remove any more lose it, so that nothing is left half-deleted.
 release_finalizers() {
-  local crd object
+  local crd ns name
   for crd in $(kubectl get crds -o name | grep -E '\.kueue\.x-k8s\.io$' | cut -d/ -f2); do
-    for object in $(kubectl get "$crd" -A -o jsonpath='{range .items[*]}{.metadata.namespace}/{.metadata.name}{"\n"}{end}' 2>/dev/null); do
-      log "kueue: releasing the finalizers of $crd $object"
-      if [ "${object%%/*}" ]; then
-        kubectl -n "${object%%/*}" patch "$crd" "${object#*/}" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
-      else
-        kubectl patch "$crd" "${object#*/}" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
-      fi
-    done
+    while read -r ns name; do
+      [ "$ns" != "<none>" ] || ns=  # a cluster-scoped object
+      log "kueue: releasing the finalizers of $crd ${ns:+$ns/}$name"
+      kubectl patch "$crd" "$name" ${ns:+--namespace="$ns"} --type=merge \
+        -p '{"metadata":{"finalizers":null}}' >/dev/null || true
+    done < <(kubectl get "$crd" -A --no-headers \
+      -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name 2>/dev/null)
   done
 }
 
 # check_clean: nothing of Kueue's is left to admit, reject or serve anything, and a
 # plain Job still runs to Complete with the Job controller restored.
 check_clean() {
-  local left ns=kueue-e2e-after
+  local left ns=kueue-e2e-after-$$
   left=$(kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations,apiservices,crds -o name |
     grep -E 'kueue' || true)
   [ -z "$left" ] || { log "kueue: left behind: $left"; return 1; }

@@ -348,11 +348,10 @@ def build_pause(cache: Path) -> tuple[str, Path]:
 
 
 def built_binary(cache: Path, component: str, version: str, binary: str) -> Path:
-    """A binary hack/build.sh left in <cache>/<component>-<version>/bin."""
+    """A binary ``hack/build.sh kueue`` left in <cache>/<component>-<version>/bin."""
     path = cache.parent / f"{component}-{version}" / "bin" / binary
     if not path.is_file():
-        build = component if component != "agnhost" else "kueue"
-        sys.exit(f"error: {path} is missing: run hack/build.sh {build}")
+        sys.exit(f"error: {path} is missing: run hack/build.sh kueue")
     return path
 
 
