@@ -2,7 +2,8 @@
 the operator and kopf need of kube-apiserver, over the Store.
 
 * Discovery: /version, /api, /api/v1, /apis, /apis/GROUP, /apis/GROUP/VERSION.
-* LIST with labelSelector, ``limit``/``continue`` and the list's resourceVersion.
+* LIST with labelSelector, ``limit``/``continue`` and the list's resourceVersion, as JSON
+  or as PartialObjectMetadataList (``Accept: ...;as=PartialObjectMetadataList``).
 * WATCH (``watch=true``) from a resourceVersion, with BOOKMARKs every few seconds when
   ``allowWatchBookmarks``, ``sendInitialEvents``, ``timeoutSeconds``; newline-delimited
   JSON over chunked HTTP; a resourceVersion too old is an ERROR event with 410, as the
@@ -62,6 +63,7 @@ PRE_TIMEOUT_BOOKMARK_SECONDS = 2.0
 WATCH_SECONDS = 1800.0
 #: Objects joined into one write of a LIST body or of a watch's initial events.
 WRITE_BATCH = 500
+_PARTIAL = "as=PartialObjectMetadata"
 _JOB_KINDS = ("Job", "ParallelJob")
 
 
@@ -109,16 +111,20 @@ def resolve(path: str, kinds: Iterable[Kind]) -> Target | None:
     return Target(kind, namespace, name, sub)
 
 
-def watch_line(item: WatchItem, kind: Kind) -> bytes:
+def watch_line(item: WatchItem, kind: Kind, partial: bool) -> bytes:
     """One watch event as a line of JSON."""
     if item.type == BOOKMARK:
         meta: Json = {"resourceVersion": str(item.rv)}
         if item.initial_end:
             meta["annotations"] = {INITIAL_EVENTS_END: "true"}
-        obj = dumps({"kind": kind.kind, "apiVersion": kind.api_version, "metadata": meta})
+        if partial:
+            head: Json = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1"}
+        else:
+            head = {"kind": kind.kind, "apiVersion": kind.api_version}
+        obj = dumps({**head, "metadata": meta})
     else:
         assert item.obj is not None
-        obj = item.obj.full(kind)
+        obj = item.obj.metadata_only() if partial else item.obj.full(kind)
     return b'{"type":"' + item.type.encode() + b'","object":' + obj + b"}\n"
 
 
@@ -273,13 +279,18 @@ class StubServer:
             raise ApiStatus(400, "BadRequest", f"invalid limit: {exc}") from exc
         token = request.query.get("continue", "")
         page = self.store.list_page(kind, target.namespace, selector, limit, token)
+        partial = _PARTIAL in request.headers.get("Accept", "")
         meta: Json = {"resourceVersion": str(page.rv)}
         if page.continue_token:
             meta["continue"] = page.continue_token
             if not request.query.get("labelSelector"):
                 meta["remainingItemCount"] = page.remaining
-        head = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version}
-        items = [o.bare if kind.typed_list else o.full(kind) for o in page.items]
+        if partial:
+            head = {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1"}
+            items = [o.metadata_only() for o in page.items]
+        else:
+            head = {"kind": f"{kind.kind}List", "apiVersion": kind.api_version}
+            items = [o.bare if kind.typed_list else o.full(kind) for o in page.items]
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
         await response.prepare(request)
@@ -308,6 +319,7 @@ class StubServer:
     async def _watch(self, request: web.Request, target: Target) -> web.StreamResponse:
         kind, query = target.kind, request.query
         selector = self._selector(request)
+        partial = _PARTIAL in request.headers.get("Accept", "")
         self.recorder.watched(kind.plural, request.query_string)
         response = web.StreamResponse(headers={"Content-Type": "application/json"})
         response.enable_chunked_encoding()
@@ -330,7 +342,9 @@ class StubServer:
         timeout = float(query.get("timeoutSeconds") or WATCH_SECONDS)
         try:
             await response.prepare(request)
-            await self._stream(response, watcher, timeout, _flag(query, "allowWatchBookmarks"))
+            await self._stream(
+                response, watcher, timeout, _flag(query, "allowWatchBookmarks"), partial
+            )
             await response.write_eof()
         except ConnectionResetError:
             pass  # the client went away: the watch ends with it
@@ -344,6 +358,7 @@ class StubServer:
         watcher: Any,
         timeout: float,
         bookmarks: bool,
+        partial: bool,
     ) -> None:
         """Sends what the watcher is owed until the timeout, a bookmark when a
         bookmark period has passed."""
@@ -363,7 +378,7 @@ class StubServer:
                 continue
             for start in range(0, len(items), WRITE_BATCH):
                 batch = items[start : start + WRITE_BATCH]
-                await response.write(b"".join(watch_line(i, watcher.kind) for i in batch))
+                await response.write(b"".join(watch_line(i, watcher.kind, partial) for i in batch))
             if timed:
                 for item in items:
                     if item.obj is not None and item.type == "ADDED":

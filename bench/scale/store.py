@@ -108,10 +108,20 @@ class Stored:
     labels: Mapping[str, str]
     #: The object's JSON without apiVersion and kind.
     bare: bytes
+    #: Its metadata alone as a PartialObjectMetadata, made when first asked for.
+    partial: bytes | None = None
 
     def full(self, kind: Kind) -> bytes:
         """The object as sent alone (a GET, a write's answer, a watch event)."""
         return kind.prefix + self.bare[1:] if len(self.bare) > 2 else kind.prefix[:-1] + b"}"
+
+    def metadata_only(self) -> bytes:
+        if self.partial is None:
+            meta = json.loads(self.bare).get("metadata", {})
+            self.partial = dumps(
+                {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": meta}
+            )
+        return self.partial
 
     def load(self) -> Json:
         loaded: Json = json.loads(self.bare)

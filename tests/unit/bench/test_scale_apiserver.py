@@ -147,6 +147,19 @@ def test_a_paged_list_by_label_returns_each_pod_once_at_one_version() -> None:
     run(test)
 
 
+def test_a_metadata_only_list_holds_partial_objects() -> None:
+    async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
+        accept = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+        path = f"/apis/{PJ.api_version}/paralleljobs"
+        _, page = await get(session, path, headers={"Accept": accept})
+        assert page["kind"] == "PartialObjectMetadataList"
+        (item,) = page["items"]
+        assert set(item) == {"kind", "apiVersion", "metadata"}
+        assert item["metadata"]["uid"] == JOB.uid
+
+    run(test)
+
+
 def test_a_status_write_is_answered_fresh_and_watched_then_bookmarked() -> None:
     async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
         path = f"/apis/{PJ.api_version}/namespaces/ns/paralleljobs/{JOB.name}"

@@ -267,6 +267,8 @@ def test_an_object_is_sent_with_its_kind_and_listed_without() -> None:
     stored = store.get(POD, "ns", "p00")
     assert stored.full(POD).startswith(b'{"apiVersion":"v1","kind":"Pod","metadata"')
     assert stored.bare.startswith(b'{"metadata"')
+    partial = stored.metadata_only()
+    assert partial.startswith(b'{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1"')
 
 
 def test_objects_of_a_kind_not_kept_are_answered_and_forgotten() -> None:
