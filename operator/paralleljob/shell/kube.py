@@ -171,6 +171,7 @@ class Kube:
         query: Sequence[tuple[str, str]] = (),
         body: object = None,
         content_type: str = "application/json",
+        accept: str = "application/json",
         timeout: float = 60.0,
     ) -> JsonDict:
         await self._wait_for_token()
@@ -180,7 +181,7 @@ class Kube:
                 method=method,
                 resource_path=path,
                 query_params=list(query) or None,
-                header_params={"Content-Type": content_type, "Accept": "application/json"},
+                header_params={"Content-Type": content_type, "Accept": accept},
                 body=body,
                 auth_settings=["BearerToken"],
             )
@@ -217,6 +218,7 @@ class Kube:
         path: str,
         query: Sequence[tuple[str, str]],
         *,
+        accept: str = "application/json",
         timeout: float = 360.0,
     ) -> AsyncIterator[JsonDict]:
         """A watch's events, decoded one line at a time as they come. It holds a
@@ -229,7 +231,7 @@ class Kube:
             method="GET",
             resource_path=path,
             query_params=[*query, ("watch", "true")],
-            header_params={"Accept": "application/json"},
+            header_params={"Accept": accept},
             auth_settings=["BearerToken"],
         )
         url_method, url, headers, data, post = params
