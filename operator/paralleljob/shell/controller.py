@@ -183,14 +183,11 @@ class Controller:
     def _still_orphan(self, pod: PodInfo) -> bool:
         """Whether the pod cache still shows ``pod`` with a finalizer and no job of its
         exists (syncOrphanPod's checks before each try)."""
-        if self._has_job(pod):
+        candidates = candidate_jobs(pod)
+        if any(self.job_exists(uid) for uid in candidates):
             return False
-        cached = (p for uid in candidate_jobs(pod) for p in self.pods_of(uid) if p.uid == pod.uid)
+        cached = (p for uid in candidates for p in self.pods_of(uid) if p.uid == pod.uid)
         return any(p.has_finalizer for p in cached)
-
-    def _has_job(self, pod: PodInfo) -> bool:
-        """Whether a job the pod may belong to exists."""
-        return any(self.job_exists(uid) for uid in candidate_jobs(pod))
 
     def observe_pod(self, pod: PodInfo, gone: bool) -> Release:
         """A pod event: it settles the expectations of the jobs it may belong to and
@@ -223,7 +220,9 @@ class Controller:
         return self._release_if_orphan(pod)
 
     def _release_if_orphan(self, pod: PodInfo) -> Release:
-        return None if self._has_job(pod) else self._release(pod)
+        if any(self.job_exists(uid) for uid in candidate_jobs(pod)):
+            return None
+        return self._release(pod)
 
     async def judge_orphans(self) -> None:
         """The caches have synced: the pods that looked orphaned meanwhile are judged
