@@ -60,7 +60,7 @@ async def _adopt(
         adopted = await api.adopt_pod(rt.namespace, pod.name, pod.uid, owner, finalizer)
     except ApiError as exc:
         return None if exc.not_found else exc
-    rt.own_writes.wrote(PODS, adopted)
+    rt.own_writes.wrote(PODS, adopted.get("metadata", {}).get("resourceVersion"))
     log.info("%s/%s: adopted pod %s", rt.namespace, rt.name, pod.name)
     return replace(pod, controller_uid=rt.uid, has_finalizer=True)
 
@@ -71,6 +71,6 @@ async def _release(api: PodControl, rt: JobRuntime, pod: PodInfo) -> ApiError | 
     except ApiError as exc:
         # Gone, or no longer the pod of that uid (422/409): nothing left to release.
         return None if exc.status in (404, 409, 422) else exc
-    rt.own_writes.wrote(PODS, released)
+    rt.own_writes.wrote(PODS, released.get("metadata", {}).get("resourceVersion"))
     log.info("%s/%s: released pod %s (it no longer matches)", rt.namespace, rt.name, pod.name)
     return None

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..json_types import JsonDict
 from .informer import version_number
 from .retry import Retry
 
@@ -61,10 +60,8 @@ class WrittenVersions:
     versions: dict[str, int] = field(default_factory=dict)
     skips: Retry = field(default_factory=Retry)
 
-    def wrote(self, resource: str, stored: JsonDict) -> None:
-        """WroteAt: a write returned ``stored``, the object as the API server keeps it;
-        its resourceVersion is recorded (an older one changes nothing)."""
-        resource_version = stored.get("metadata", {}).get("resourceVersion")
+    def wrote(self, resource: str, resource_version: object) -> None:
+        """WroteAt: a write returned this version (an older one changes nothing)."""
         number = version_number(str(resource_version or ""))
         if number is not None and number > self.versions.get(resource, -1):
             self.versions[resource] = number

@@ -150,7 +150,7 @@ class PodWriter:
             return exc
         meta = pod.get("metadata", {})
         rt.pods.expectations.expect_creation(str(meta.get("uid", "")), self.monotonic())
-        rt.own_writes.wrote(PODS, pod)
+        rt.own_writes.wrote(PODS, meta.get("resourceVersion"))
         self.recorder.record(
             rt.ref, "Normal", "SuccessfulCreate", f"Created pod: {meta.get('name')}"
         )
@@ -164,7 +164,7 @@ class PodWriter:
                 try:
                     patched = await self.api.remove_pod_finalizer(rt.namespace, pod.name)
                     expectations.expect_finalizer_removed(pod.uid, self.monotonic())
-                    rt.own_writes.wrote(PODS, patched)
+                    rt.own_writes.wrote(PODS, patched.get("metadata", {}).get("resourceVersion"))
                 except ApiError as exc:
                     if not exc.not_found:
                         raise
@@ -189,7 +189,7 @@ class PodWriter:
         async def remove(pod: PodInfo) -> bool:
             try:
                 patched = await self.api.remove_pod_finalizer(rt.namespace, pod.name)
-                rt.own_writes.wrote(PODS, patched)
+                rt.own_writes.wrote(PODS, patched.get("metadata", {}).get("resourceVersion"))
             except ApiError as exc:
                 if not exc.not_found:
                     log.warning(

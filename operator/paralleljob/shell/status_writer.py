@@ -112,7 +112,7 @@ class StatusWriter:
                 raise Conflict() from exc
             raise
         rt.offer(written)
-        rt.own_writes.wrote(JOBS, written)
+        rt.own_writes.wrote(JOBS, written.get("metadata", {}).get("resourceVersion"))
         return written
 
     async def write(self, rt: JobRuntime, status: JobStatus) -> bool:

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
-from paralleljob.json_types import JsonDict
 from paralleljob.shell.consistency import (
     JOBS,
     PODS,
@@ -33,11 +32,6 @@ def _reader(versions: Mapping[str, int | None]) -> Any:
     return read
 
 
-def _stored(resource_version: str | None) -> JsonDict:
-    """An object as a write returns it."""
-    return {"metadata": {"resourceVersion": resource_version}}
-
-
 @pytest.mark.parametrize(
     ("written", "read", "stale"),
     [
@@ -54,7 +48,7 @@ def _stored(resource_version: str | None) -> JsonDict:
 def test_ensure_ready(written: dict[str, str], read: dict[str, int], stale: Stale | None) -> None:
     record = WrittenVersions()
     for resource, version in written.items():
-        record.wrote(resource, _stored(version))
+        record.wrote(resource, version)
     assert record.stale("ns", _reader(dict(read))) == stale
     assert bool(record.versions) is (stale is not None), "a passed check clears the record"
 
@@ -62,13 +56,13 @@ def test_ensure_ready(written: dict[str, str], read: dict[str, int], stale: Stal
 def test_only_the_newest_write_is_kept() -> None:
     record = WrittenVersions()
     for version in ("5", "9", "7", None, ""):
-        record.wrote(PODS, _stored(version))
+        record.wrote(PODS, version)
     assert record.versions == {PODS: 9}
 
 
 def test_a_skipped_sync_backs_off_until_a_check_passes() -> None:
     record = WrittenVersions()
-    record.wrote(PODS, _stored("10"))
+    record.wrote(PODS, "10")
     behind = _reader({PODS: 3})
     delays = []
     for _ in range(3):
@@ -76,7 +70,7 @@ def test_a_skipped_sync_backs_off_until_a_check_passes() -> None:
         delays.append(record.retry_in())
     assert delays == [STALE_RETRY_BASE_SECONDS * 2**i for i in range(3)]
     assert record.stale("ns", _reader({PODS: 10})) is None
-    record.wrote(PODS, _stored("11"))
+    record.wrote(PODS, "11")
     assert record.stale("ns", behind) is not None
     assert record.retry_in() == STALE_RETRY_BASE_SECONDS, "the back-off starts over"
 
