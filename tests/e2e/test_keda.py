@@ -176,6 +176,24 @@ def _set_env(container: dict[str, Any], **values: str) -> None:
         env[name]["value"] = value
 
 
+def _hpa_story(k: Kubectl) -> str:
+    """The HPA's conditions and Events: why it did (not) scale, for a failure's message (a
+    metric the aggregation layer did not serve in time leaves ScalingActive False)."""
+    hpa = k.json("get", "hpa", f"keda-hpa-{NAME}")
+    conditions = [
+        f"{c['type']}={c['status']} {c.get('reason', '')}: {c.get('message', '')}"
+        for c in (hpa.get("status") or {}).get("conditions", [])
+    ]
+    events = k.run(
+        "get",
+        "events",
+        "--field-selector",
+        f"involvedObject.name=keda-hpa-{NAME}",
+        check=False,
+    ).stdout
+    return "HPA conditions:\n" + "\n".join(conditions) + "\nHPA events:\n" + events
+
+
 def _secret_namespace(k: Kubectl) -> str | None:
     data = k.json("get", "secret", NAMESPACE_SECRET).get("data") or {}
     return base64.b64decode(data["namespace"]).decode() if "namespace" in data else None
@@ -290,7 +308,7 @@ def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
     after_top = [s for s in sampler.samples if s.seconds > top.seconds]
     assert outcome == "Complete"
     lowered = [s for s in after_top if s.parallelism < maximum]
-    assert lowered, f"parallelism never came down: {sampler.samples}"
+    assert lowered, f"parallelism never came down: {sampler.samples}\n{_hpa_story(k)}"
     print(f"parallelism lowered to {lowered[0].parallelism} at backlog {lowered[0].backlog}")
     status = k.status(NAME)
     assert status.get("failed", 0) == 0, "a pod stopped by a scale-down was counted as failed"
