@@ -67,6 +67,59 @@ def imported(tree: ast.Module, module: str, is_package: bool) -> set[str]:
     return found
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the package's modules it imports (lazy and
+    type-checking imports included: a cycle there is one in the design). ``from . import
+    x`` of a module x is an edge to x, not to the package."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+        edges: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*anchor, *([base] if base else [])])
+                named = {f"{base}.{a.name}" for a in node.names} & modules.keys()
+                edges |= named or ({base} & modules.keys())
+            elif isinstance(node, ast.Import):
+                edges |= {a.name for a in node.names} & modules.keys()
+        graph[name] = edges - {name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of ``graph``: its strongly connected components of more than one
+    module (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in sorted(graph.get(module, ())):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component = [stack.pop()]
+            while component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(found)
+
+
 def _size(node: ast.stmt) -> int:
     return (node.end_lineno or node.lineno) - node.lineno + 1
 
@@ -98,6 +151,10 @@ def static_report() -> None:
     print("\nimports across layers (from -> to: count)")
     for (src, dst), count in sorted(crossings.items()):
         print(f"  {src} -> {dst}: {count}")
+    found = cycles(import_graph())
+    print("\nimport cycles: " + ("none" if not found else ""))
+    for cycle in found:
+        print("  " + " <-> ".join(cycle))
     print(f"\nlongest class:    {longest_class.name} ({longest_class.lines} lines)")
     print(f"longest function: {longest_function.name} ({longest_function.lines} lines)")
 

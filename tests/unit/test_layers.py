@@ -4,6 +4,7 @@
   package's leaves; never the shell, the kopf wiring, or an I/O library.
 - ``paralleljob.config`` imports only the standard library and leaves.
 - A leaf imports nothing of the package but other leaves.
+- No import cycle among the package's modules (hack/layers.py finds them).
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "paralleljob"
+sys.path.insert(0, str(PACKAGE.parents[1] / "hack"))
+from layers import cycles, import_graph  # noqa: E402
+
 LEAVES = {"paralleljob.constants", "paralleljob.json_types", "paralleljob.timeutil"}
 IO_LIBRARIES = {"asyncio", "aiohttp", "kopf", "kubernetes", "prometheus_client", "redis"}
 
@@ -132,3 +136,26 @@ def test_the_layers_script_prints_the_layers_and_a_pod_event_s_path() -> None:
     )
     assert "paralleljob.caches -> paralleljob.shell.controller" in traced.stdout
     assert "module crossings through" in traced.stdout
+
+
+def test_no_import_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    """It can fail: a cycle of two, one of three beside a chain, a self-import ignored."""
+    graph = {
+        "a": {"b"},
+        "b": {"a", "c"},
+        "c": {"d"},
+        "d": {"e"},
+        "e": {"c", "e"},
+        "f": {"a"},
+    }
+    assert cycles(graph) == [["a", "b"], ["c", "d", "e"]]
+
+
+def test_the_graph_sees_the_package_s_imports() -> None:
+    graph = import_graph()
+    assert "paralleljob.core.model" in graph["paralleljob.core.sync"]
+    assert "paralleljob.shell.runtime" in graph["paralleljob.shell.job_loops"]

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from .. import constants as c
 from ..json_types import JsonDict
@@ -24,9 +24,6 @@ from .pod_failure_policy import (
     parse_pod_failure_policy,
     pod_failure_facts,
 )
-
-if TYPE_CHECKING:
-    from .kind import JobKind
 
 log = logging.getLogger(__name__)
 
@@ -546,7 +543,24 @@ def needs_failure_facts(
     )
 
 
-def parse_pod(body: Mapping[str, Any], kind: JobKind) -> PodInfo:
+class PodKeys(Protocol):
+    """The keys a kind of job puts on its pods, as parse_pod reads them (a
+    :class:`~paralleljob.core.kind.JobKind` is one; declared here so that the model does
+    not import the kinds, which are built on it)."""
+
+    @property
+    def finalizers(self) -> tuple[str, ...]: ...
+    @property
+    def controller_uid_label(self) -> str: ...
+    @property
+    def completion_index_key(self) -> str: ...
+    @property
+    def index_failure_count_key(self) -> str: ...
+    @property
+    def index_ignored_failure_count_key(self) -> str: ...
+
+
+def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
     """The fields of a pod the core reads, its tracking finalizer, job label and index
     annotations those of ``kind``."""
     meta = _as_dict(body.get("metadata"))

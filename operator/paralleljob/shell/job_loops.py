@@ -12,21 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from ..config import ControllerConfig
 from ..core.model import PodInfo
 from .api import ApiError
 from .progress import LoopClock
 from .retry import Retry
+from .runtime import JobRuntime
 from .status_writer import Conflict
 from .timers import Timers
 from .work_queue import WorkQueue
-
-if TYPE_CHECKING:
-    from .runtime import JobRuntime
 
 log = logging.getLogger(__name__)
 
@@ -40,44 +37,6 @@ class Synced(Protocol):
 
 #: One sync of a job.
 Sync = Callable[["JobRuntime"], Awaitable[Synced]]
-
-
-class LoopState:
-    """The loop's part of a job's state: the progress markers the liveness probe reads
-    (monotonic seconds, see progress.py), and how it is woken."""
-
-    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
-        self._monotonic = monotonic
-        #: Hands the job to its loops (set by JobLoops.start).
-        self._wake: Callable[[], None] = _unattached
-        self.stopped = False
-        #: When the last sync started, for batching pod events.
-        self.last_sync_started = float("-inf")
-        #: Consecutive failed syncs.
-        self.retry = Retry()
-        self.woken_at: float | None = None
-        self.timer_due: float | None = None
-        self.sync_started: float | None = None
-
-    def stop(self) -> None:
-        """Ends the job's syncs after the current one (it is gone, or the operator stops)."""
-        self.stopped = True
-        self._wake()
-
-    def poke(self) -> None:
-        """Wakes the loop (a pod or job event), remembering since when it has work."""
-        if self.woken_at is None:
-            self.woken_at = self._monotonic()
-        self._wake()
-
-    @property
-    def woken(self) -> bool:
-        """An event is waiting for a sync."""
-        return self.woken_at is not None
-
-
-def _unattached() -> None:
-    return None
 
 
 def pending_since(rt: JobRuntime, before: float, queue_moved: float = float("-inf")) -> bool:
@@ -151,7 +110,7 @@ class JobLoops:
         if not self._workers:
             self._start_workers()
         self.jobs[rt.uid] = rt
-        rt.loop._wake = lambda: self._woken(rt)
+        rt.loop.attach(lambda: self._woken(rt))
         # A job no controller has started yet is new work: ahead of every resync.
         self._queue.add(rt.uid, urgent=rt.job.status.start_time is None)
 
@@ -242,7 +201,7 @@ class JobLoops:
         self._timers.cancel(rt.uid)
         # The wake closes over the runtime: a cycle, which a frozen runtime (see
         # caches.Caches._freeze_until_synced) would never leave.
-        rt.loop._wake = _unattached
+        rt.loop.detach()
         if self.jobs.get(rt.uid) is rt:
             del self.jobs[rt.uid]
             self._on_end(rt)

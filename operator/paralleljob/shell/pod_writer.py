@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from ..config import ControllerConfig
 from ..core.model import PodInfo
@@ -20,12 +18,9 @@ from . import metrics
 from .api import ApiError, PodControl
 from .consistency import PODS
 from .events import Recorder
-from .expectations import UIDTrackingExpectations
 from .fence import NOT_LEADING
 from .retry import Retry
-
-if TYPE_CHECKING:
-    from .runtime import JobRuntime
+from .runtime import JobRuntime
 
 log = logging.getLogger(__name__)
 
@@ -40,19 +35,6 @@ MAX_SLOW_START_BATCH = 500
 
 #: The status cause of a creation refused because the namespace is being deleted.
 NAMESPACE_TERMINATING = "NamespaceTerminating"
-
-
-@dataclass
-class PodState:
-    """The pod writer's part of a job's state."""
-
-    #: Pod changes this job's syncs made that the pod cache does not show yet.
-    expectations: UIDTrackingExpectations = field(default_factory=UIDTrackingExpectations)
-    #: The batch size the next pod creations start with (see PodWriter._create_pods).
-    slow_start_batch: int = 1
-    #: Consecutive failed creations, and when creating may be tried again (monotonic).
-    create_retry: Retry = field(default_factory=Retry)
-    create_retry_at: float = 0.0
 
 
 class PodWriter:

@@ -1,7 +1,8 @@
 """One job as the shell keeps it between syncs: a compact record of the newest version
 seen, parsed once per resourceVersion, and each collaborator's own part of the per-job
-state (the loop's in :class:`~.job_loops.LoopState`, the pod writer's in
-:class:`~.pod_writer.PodState`, the status writer's in :class:`~.status_writer.StatusState`).
+state (the loop's :class:`LoopState`, the pod writer's :class:`PodState`, the status
+writer's :class:`StatusState`), kept here so that those who use them (job_loops.py,
+pod_writer.py, status_writer.py) import this module and it imports none of them.
 
 The record keeps only what the operator reads of a job's body (as upstream's informer
 transform strips managedFields): the metadata of :data:`KEPT_METADATA` and the spec as
@@ -16,7 +17,7 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -25,9 +26,8 @@ from ..core.model import Job, JobStatus, parse_job
 from ..json_types import JsonDict
 from .consistency import WrittenVersions
 from .events import JobRef
-from .job_loops import LoopState
-from .pod_writer import PodState
-from .status_writer import StatusState, resource_version
+from .expectations import UIDTrackingExpectations
+from .retry import Retry
 
 #: The metadata of a job the operator reads: parse_job's (name, namespace, uid,
 #: generation, resourceVersion, deletionTimestamp), the pods it builds (name, namespace,
@@ -54,6 +54,104 @@ def compact_metadata(meta: Mapping[str, Any]) -> JsonDict:
 
 def _text(value: object) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def resource_version(value: object) -> int:
+    """A resourceVersion as a number to compare (-1: none)."""
+    try:
+        return int(str(value))
+    except ValueError:
+        return -1
+
+
+class LoopState:
+    """The loop's part of a job's state: the progress markers the liveness probe reads
+    (monotonic seconds, see progress.py), and how it is woken."""
+
+    def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._monotonic = monotonic
+        #: Hands the job to its loops (set by JobLoops.start).
+        self._wake: Callable[[], None] = _unattached
+        self.stopped = False
+        #: When the last sync started, for batching pod events.
+        self.last_sync_started = float("-inf")
+        #: Consecutive failed syncs.
+        self.retry = Retry()
+        self.woken_at: float | None = None
+        self.timer_due: float | None = None
+        self.sync_started: float | None = None
+
+    def attach(self, wake: Callable[[], None]) -> None:
+        """The loops this job is handed to are woken by ``wake``."""
+        self._wake = wake
+
+    def detach(self) -> None:
+        """The job's loops are over. The wake closes over the runtime: a cycle, which a
+        frozen runtime (see caches.Caches._freeze_until_synced) would never leave."""
+        self._wake = _unattached
+
+    def stop(self) -> None:
+        """Ends the job's syncs after the current one (it is gone, or the operator stops)."""
+        self.stopped = True
+        self._wake()
+
+    def poke(self) -> None:
+        """Wakes the loop (a pod or job event), remembering since when it has work."""
+        if self.woken_at is None:
+            self.woken_at = self._monotonic()
+        self._wake()
+
+    @property
+    def woken(self) -> bool:
+        """An event is waiting for a sync."""
+        return self.woken_at is not None
+
+
+def _unattached() -> None:
+    return None
+
+
+@dataclass
+class PodState:
+    """The pod writer's part of a job's state."""
+
+    #: Pod changes this job's syncs made that the pod cache does not show yet.
+    expectations: UIDTrackingExpectations = field(default_factory=UIDTrackingExpectations)
+    #: The batch size the next pod creations start with (see PodWriter._create_pods).
+    slow_start_batch: int = 1
+    #: Consecutive failed creations, and when creating may be tried again (monotonic).
+    create_retry: Retry = field(default_factory=Retry)
+    create_retry_at: float = 0.0
+
+
+@dataclass
+class StatusState:
+    """The status writer's part of a job's state."""
+
+    #: The resourceVersion of this operator's last status write.
+    last_written_rv: str = ""
+    #: When this operator last wrote the job's status (monotonic).
+    last_write: float = float("-inf")
+    #: The newest resourceVersion the job watch has shown.
+    seen_rv: int = -1
+    #: The oldest status write (resourceVersion, when) the job watch has not shown.
+    unechoed: tuple[int, float] | None = None
+
+    def watched(self, version: object) -> None:
+        """The job watch showed this version: status writes up to it have come back."""
+        rv = resource_version(version)
+        self.seen_rv = max(self.seen_rv, rv)
+        if self.unechoed is not None and rv >= self.unechoed[0]:
+            self.unechoed = None
+
+    def wrote(self, before: object, after: object, now: float) -> None:
+        """A status write turned version ``before`` into ``after``: the job watch owes
+        an event of at least ``after`` (unless the write changed nothing, or the watch
+        was quicker than the response)."""
+        rv = resource_version(after)
+        if rv <= resource_version(before) or rv <= self.seen_rv or self.unechoed is not None:
+            return
+        self.unechoed = (rv, now)
 
 
 class JobRuntime:

@@ -7,8 +7,7 @@ write that would only refresh DURATION waits for a slot of ``PJ_DURATION_REFRESH
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from .. import constants as c
 from ..config import ControllerConfig
@@ -24,52 +23,12 @@ from . import metrics
 from .api import ApiError, ControllerApi
 from .consistency import JOBS
 from .ratelimit import SlotScheduler
+from .runtime import JobRuntime
 from .status_batch import progress_only, seconds_to_wait
-
-if TYPE_CHECKING:
-    from .runtime import JobRuntime
-
-
-def resource_version(value: object) -> int:
-    """A resourceVersion as a number to compare (-1: none)."""
-    try:
-        return int(str(value))
-    except ValueError:
-        return -1
 
 
 class Conflict(Exception):
     """The job changed under a write; sync again from the fresh object."""
-
-
-@dataclass
-class StatusState:
-    """The status writer's part of a job's state."""
-
-    #: The resourceVersion of this operator's last status write.
-    last_written_rv: str = ""
-    #: When this operator last wrote the job's status (monotonic).
-    last_write: float = float("-inf")
-    #: The newest resourceVersion the job watch has shown.
-    seen_rv: int = -1
-    #: The oldest status write (resourceVersion, when) the job watch has not shown.
-    unechoed: tuple[int, float] | None = None
-
-    def watched(self, version: object) -> None:
-        """The job watch showed this version: status writes up to it have come back."""
-        rv = resource_version(version)
-        self.seen_rv = max(self.seen_rv, rv)
-        if self.unechoed is not None and rv >= self.unechoed[0]:
-            self.unechoed = None
-
-    def wrote(self, before: object, after: object, now: float) -> None:
-        """A status write turned version ``before`` into ``after``: the job watch owes
-        an event of at least ``after`` (unless the write changed nothing, or the watch
-        was quicker than the response)."""
-        rv = resource_version(after)
-        if rv <= resource_version(before) or rv <= self.seen_rv or self.unechoed is not None:
-            return
-        self.unechoed = (rv, now)
 
 
 class StatusWriter:

@@ -5,6 +5,7 @@ for every job and one timer."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import replace
@@ -110,7 +111,7 @@ def test_an_event_after_a_quiet_spell_syncs_at_once_a_burst_waits_for_the_batch(
         quiet, busy = JobRuntime(JOB), JobRuntime(job_named("busy"))
         for rt in (quiet, busy):
             loops.jobs[rt.uid] = rt
-            rt.loop._wake = lambda rt=rt: loops._woken(rt)  # type: ignore[misc]
+            rt.loop.attach(functools.partial(loops._woken, rt))
         busy.loop.last_sync_started = time.monotonic()
         quiet.loop.poke()
         busy.loop.poke()
