@@ -3,12 +3,14 @@
 
     python3 hack/layers.py           the layers: modules and lines per layer, the imports
                                      that cross layers, the longest class and function
-    python3 hack/layers.py --trace   one pod event traced from the kopf handler to the
-                                     first API write: the calls that cross a module
-                                     boundary, in order
+    python3 hack/layers.py --trace   one pod event's way from the pod informer's handler
+                                     to the first API write: the calls on the stack
+                                     where the event is queued, those where the write
+                                     is made, and the core's decisions between
 
-Static figures read the source (ast); the trace runs the real handler and controller
-against the unit tests' in-memory API (tests/unit/fake_api.py) in this process.
+Static figures read the source (ast), import cycles included; the trace runs the real
+caches and controller against the unit tests' in-memory API (tests/unit/fake_api.py) in
+this process. docs/design.md shows the trace (tests/unit/test_layers.py checks it).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import dis
 import sys
 from collections import Counter
 from dataclasses import dataclass, replace
@@ -162,28 +165,78 @@ def static_report() -> None:
 # --- the pod-event trace ------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Path_:
+    """A pod event's way through the operator: the calls on the stack when the event is
+    handed to the job's loop (the informer's task), those on the stack at the first API
+    write (a worker of the loops), and the core's decisions those made on the way."""
+
+    event: list[str]
+    sync: list[str]
+    decisions: list[str]
+    write: str
+
+    def lines(self) -> list[str]:
+        out = ["the pod event (the pod informer's task):"]
+        out += [f"  {call}" for call in self.event]
+        out += ["the job's sync (a worker of the job loops):"]
+        out += [f"  {call}" for call in self.sync]
+        out += [f"  decided by: {', '.join(self.decisions)}", f"  writes: {self.write}"]
+        calls = [*self.event, *self.sync]
+        modules = {call.rsplit(" ", 1)[0] for call in calls}
+        out += [f"{len(calls)} calls over {len(modules)} modules to the write"]
+        return out
+
+
 def trace_report() -> None:
+    print("\n".join(traced_path().lines()))
+
+
+def traced_path() -> Path_:
+    """The path of a pod's success, traced through the real caches and controller
+    against the unit tests' in-memory API."""
     sys.path.insert(0, str(REPO))
     from tests.unit.fake_api import FakeApi, FakeRecorder
 
-    calls = asyncio.run(_trace(FakeApi, FakeRecorder))
-    crossing = [(a, b) for a, b in calls if a != b]
-    print("a pod's success, from caches.pod_changed to the first API write:")
-    for caller, callee in crossing:
-        print(f"  {caller} -> {callee}")
-    touched = {m for pair in crossing for m in pair}
-    print(f"\n{len(crossing)} module crossings through {len(touched)} modules")
+    return asyncio.run(_trace(FakeApi, FakeRecorder))
 
 
 WRITES = {"create_pod", "delete_pod", "patch_job", "patch_job_status", "remove_pod_finalizer"}
+PREFIX = "paralleljob."
 
 
-async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
+#: What starts a task (asyncio's).
+SPAWNS = {"gather", "create_task", "ensure_future"}
+
+
+def _fresh(frame: FrameType) -> bool:
+    """A coroutine's frame entered for the first time (a task's start), not resumed: at
+    its first RESUME instruction."""
+    first = next(i.offset for i in dis.get_instructions(frame.f_code) if i.opname == "RESUME")
+    return frame.f_lasti == first
+
+
+def _call(frame: FrameType) -> str:
+    module = str(frame.f_globals.get("__name__", "")).removeprefix(PREFIX)
+    return f"{module} {frame.f_code.co_qualname}"
+
+
+def _stack(frame: FrameType | None) -> list[FrameType]:
+    """The package's frames on the stack under ``frame``, outermost first."""
+    frames = []
+    while frame is not None:
+        if str(frame.f_globals.get("__name__", "")).startswith(PREFIX):
+            frames.append(frame)
+        frame = frame.f_back
+    return frames[::-1]
+
+
+async def _trace(fake_api: Any, fake_recorder: Any) -> Path_:
     from paralleljob import constants as c
-    from paralleljob.caches import Caches
     from paralleljob.config import MANAGE_JOBS_OFF, ControllerConfig, OperatorConfig
     from paralleljob.core.kind import PARALLELJOB
     from paralleljob.core.model import parse_pod
+    from paralleljob.shell.caches import Caches
     from paralleljob.shell.controller import Controller
 
     job = {
@@ -208,25 +261,57 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> list[tuple[str, str]]:
     body = _succeeded_pod_body(pod, c)
     api.pods[pod.uid] = replace(parse_pod(body, PARALLELJOB), uid=pod.uid)
     before = len(api.calls)
-    recorded: list[tuple[str, str]] = []
+    handed: list[FrameType] = []
+    written: list[FrameType] = []
+    #: Each call of a core function from the shell: the frames on the stack, the call.
+    into_core: list[tuple[set[int], str]] = []
+    #: The stack that last spawned a task (gather, create_task), and each task's first
+    #: frame with the stack that spawned it: a write in a task spawned by a sync is on
+    #: that sync's way.
+    spawner: list[FrameType] = []
+    spawned_by: dict[int, tuple[FrameType, list[FrameType]]] = {}
+
+    def logical(frames: list[FrameType]) -> list[FrameType]:
+        roots: set[int] = set()
+        while frames and id(frames[0]) in spawned_by and id(frames[0]) not in roots:
+            roots.add(id(frames[0]))
+            frames = [*spawned_by[id(frames[0])][1], *frames]
+        return frames
 
     def profile(frame: FrameType, event: str, arg: object) -> None:
-        if event != "call":
+        if event != "call" or written:
             return
-        callee = frame.f_globals.get("__name__", "")
+        callee = str(frame.f_globals.get("__name__", ""))
+        caller = str(frame.f_back.f_globals.get("__name__", "")) if frame.f_back else ""
         if callee == "tests.unit.fake_api" and frame.f_code.co_name in WRITES:
-            sys.setprofile(None)
-            return
-        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
-        if callee.startswith("paralleljob") and caller.startswith("paralleljob"):
-            recorded.append((caller, callee))
+            written.extend([*logical(_stack(frame.f_back)), frame])
+        elif callee == "paralleljob.shell.work_queue" and frame.f_code.co_name == "add":
+            handed[:] = handed or _stack(frame)
+        elif frame.f_code.co_name in SPAWNS and caller.startswith(PREFIX):
+            spawner[:] = logical(_stack(frame.f_back))
+        elif callee.startswith(PREFIX) and not caller.startswith(PREFIX) and _fresh(frame):
+            spawned_by[id(frame)] = (frame, list(spawner))
+        name = frame.f_code.co_qualname
+        public = not name.startswith("_") and "<" not in name and "." not in name
+        into = callee.startswith("paralleljob.core") and caller.startswith("paralleljob.shell")
+        if into and public:
+            stack = logical(_stack(frame.f_back))
+            into_core.append(({id(f) for f in stack}, _call(frame)))
 
     sys.setprofile(profile)
     caches.pod_changed(None, caches.read_pod(body), gone=False)
     await _until(lambda: len(api.calls) > before)
     sys.setprofile(None)
     await controller.stop_all()
-    return recorded
+    *sync, write = written
+    on_stack = {id(f) for f in sync}
+    decisions = [call for callers, call in into_core if callers & on_stack]
+    return Path_(
+        event=[_call(f) for f in handed],
+        sync=[_call(f) for f in sync],
+        decisions=list(dict.fromkeys(d.replace(" ", ".") for d in decisions)),
+        write=f"{write.f_code.co_name} (the API)",
+    )
 
 
 def _idle(controller: Any) -> bool:

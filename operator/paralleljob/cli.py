@@ -5,8 +5,8 @@ installed, that every namespace it is told to watch exists and (with leader elec
 that the Lease's namespace exists and its Lease can be read; any of these failing prints
 one line to stderr and exits with status 1. With leader election (the default, as
 kube-controller-manager's ``--leader-elect``) it stands by until it holds the Lease
-(leader.py) and exits with status 1 when it loses it. A standby lists and watches the
-pods and which jobs exist while it stands by (caches.py), so that it takes over with
+(shell/standby.py) and exits with status 1 when it loses it. A standby lists and watches the
+pods and which jobs exist while it stands by (shell/caches.py), so that it takes over with
 its caches in sync.
 """
 
@@ -39,7 +39,8 @@ from .config import (
 )
 from .shell.fence import WriteFence
 from .shell.kube import ApiError, ConfigError, Kube, load_configuration
-from .shell.leader import lease_path, run_elected
+from .shell.lease_lock import lease_path
+from .shell.standby import run_elected
 
 PROG = "paralleljob-operator"
 DEFAULTS = OperatorConfig()
@@ -288,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import kopf
 
     from . import handlers  # noqa: F401 (registers the handlers)
-    from .caches import Caches
+    from .shell.caches import Caches
 
     # What is imported by now (kopf, aiohttp, the kubernetes client: some 60,000 objects)
     # lives as long as the process. Frozen, it is no longer walked by every full

@@ -2,13 +2,13 @@
 ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
 
 * ``startup`` -- builds a controller per kind from the settings in kopf's memo (parsed
-  once by the CLI), attaches them to the caches (caches.py: the operator's own pod and
+  once by the CLI), attaches them to the caches (shell/caches.py: the operator's own pod and
   job informers, started there unless a standby started them already) and serves the
   Prometheus metrics (metrics.py). The jobs' informers hand each job to its controller:
   the first sight of a job starts its sync loop (an asyncio task, not a kopf daemon: a
   daemon would need a finalizer on every job, and deleting a job must never wait for
   the operator), later ones wake it, its deletion stops it and releases its pods'
-  finalizers. kopf itself watches no job (one watch per kind, caches.py says why).
+  finalizers. kopf itself watches no job (one watch per kind, shell/caches.py says why).
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``cleanup`` -- stops the loops, the metrics server and the caches.
@@ -23,9 +23,9 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from .caches import Caches
 from .config import OperatorConfig
 from .shell import metrics
+from .shell.caches import Caches
 from .shell.controller import Controller
 from .shell.events import EventRecorder
 from .shell.kube import load_configuration

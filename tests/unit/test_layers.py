@@ -18,7 +18,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "paralleljob"
 sys.path.insert(0, str(PACKAGE.parents[1] / "hack"))
-from layers import cycles, import_graph  # noqa: E402
+from layers import cycles, import_graph, traced_path  # noqa: E402
 
 LEAVES = {"paralleljob.constants", "paralleljob.json_types", "paralleljob.timeutil"}
 IO_LIBRARIES = {"asyncio", "aiohttp", "kopf", "kubernetes", "prometheus_client", "redis"}
@@ -131,11 +131,24 @@ def test_the_layers_script_prints_the_layers_and_a_pod_event_s_path() -> None:
     script = PACKAGE.parents[1] / "hack" / "layers.py"
     static = subprocess.run([sys.executable, script], capture_output=True, text=True, check=True)
     assert "core" in static.stdout and "longest function:" in static.stdout
+    assert "import cycles: none" in static.stdout
     traced = subprocess.run(
         [sys.executable, script, "--trace"], capture_output=True, text=True, check=True
     )
-    assert "paralleljob.caches -> paralleljob.shell.controller" in traced.stdout
-    assert "module crossings through" in traced.stdout
+    assert "shell.caches Caches.pod_changed" in traced.stdout
+    assert "calls over" in traced.stdout
+
+
+def test_the_pod_event_s_way_in_the_design_is_the_traced_one() -> None:
+    """docs/design.md shows what the trace prints, so that it cannot drift."""
+    design = (PACKAGE.parents[1] / "docs" / "design.md").read_text()
+    block = design.split("<!-- BEGIN make layers --trace -->\n```\n", 1)[1]
+    block = block.split("\n```\n<!-- END make layers --trace -->", 1)[0]
+    path = traced_path()
+    assert block.splitlines() == path.lines()
+    assert path.event[0] == "shell.caches Caches.pod_changed"
+    assert path.write == "create_pod (the API)"
+    assert "core.sync.plan_pods" in path.decisions
 
 
 def test_no_import_cycle() -> None:

@@ -7,7 +7,32 @@ do next. Nothing here does I/O: it imports only the package's leaves (``config``
 
 from .backoff import delay_seconds
 from .intervals import intervals_total, parse_indexes_from_string
-from .kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
+from .kind import (
+    PARALLELJOB,
+    WATCH_LABEL,
+    JobKind,
+    batch_job,
+    is_jobs_pod,
+    job_kinds,
+    jobs_path,
+    kind_of_pod,
+    pods_path,
+)
+from .lease import (
+    LeaseRecord,
+    Observation,
+    claim,
+    held_by_another,
+    is_leader,
+    lease_valid,
+    leaves_it_to_a_standby,
+    observe,
+    record_of,
+    released,
+    retry_delay,
+    spec_of,
+    yield_window,
+)
 from .managed_by import managed_by_external_controller
 from .model import (
     INDEXED_COMPLETION,
@@ -43,7 +68,7 @@ from .sync import (
 
 #: What the shell calls: one sync's steps and their values, the job and its pods as
 #: values and their parsers, the kinds of job, spec.managedBy, the pod bodies, the
-#: ordered intervals.
+#: ordered intervals, the leader election's decisions.
 __all__ = [
     "INDEXED_COMPLETION",
     "NON_INDEXED_COMPLETION",
@@ -56,6 +81,8 @@ __all__ = [
     "JobKind",
     "JobSpec",
     "JobStatus",
+    "LeaseRecord",
+    "Observation",
     "PodInfo",
     "PodOutcome",
     "PodPlan",
@@ -65,22 +92,37 @@ __all__ = [
     "Tracked",
     "batch_job",
     "build_pod",
+    "claim",
     "count_and_enact",
     "delay_seconds",
+    "held_by_another",
     "intervals_total",
     "is_finished",
+    "is_jobs_pod",
+    "is_leader",
+    "job_kinds",
     "job_template",
+    "jobs_path",
     "kind_of_pod",
+    "lease_valid",
+    "leaves_it_to_a_standby",
     "managed_by_external_controller",
     "new_pod_bodies",
+    "observe",
     "parse_indexes_from_string",
     "parse_job",
     "parse_pod",
     "parse_spec",
     "parse_status",
     "plan_pods",
+    "pods_path",
+    "record_of",
+    "released",
+    "retry_delay",
     "spec_defaults_patch",
+    "spec_of",
     "status_to_dict",
     "sync_context",
     "track",
+    "yield_window",
 ]

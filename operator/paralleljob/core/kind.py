@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import constants as c
+from ..config import MANAGE_JOBS_ALL, MANAGE_JOBS_OFF, OperatorConfig
 from ..json_types import JsonDict
 from .model import JobStatus, job_status_to_dict, spec_defaults_patch, status_to_dict
 
@@ -204,3 +205,43 @@ def kind_of_pod(meta: Mapping[str, Any], kinds: Iterable[JobKind]) -> JobKind | 
         if kind.owns(meta):
             return kind
     return None
+
+
+#: What a pod event is read as when no Job controller runs (the keys are the same for
+#: both settings of batch_job).
+_JOB_PODS = batch_job(take_unmanaged=False)
+#: The labels that make a pod one of a job's: the operator's, or a Job's (all mode).
+_POD_LABELS = (WATCH_LABEL, _JOB_PODS.controller_uid_label)
+_TRACKING_FINALIZERS = frozenset(_JOB_PODS.finalizers + PARALLELJOB.finalizers)
+
+
+def job_kinds(config: OperatorConfig) -> tuple[JobKind, ...]:
+    """The kinds of job the operator reconciles with these settings, a pod's kind looked
+    up in this order (a Job's pods made by the operator carry both kinds' labels)."""
+    if config.manage_jobs == MANAGE_JOBS_OFF:
+        return (PARALLELJOB,)
+    return (batch_job(take_unmanaged=config.manage_jobs == MANAGE_JOBS_ALL), PARALLELJOB)
+
+
+def is_jobs_pod(meta: Mapping[str, Any]) -> bool:
+    """A pod labelled as a job's; or one that was and still holds a tracking finalizer
+    (its labels removed: with PJ_MANAGE_JOBS=all no server-side selector turns that
+    into a DELETED event, and its job must release it, as upstream's ref manager does)."""
+    labels = meta.get("labels") or {}
+    finalizers = meta.get("finalizers") or ()
+    return any(label in labels for label in _POD_LABELS) or any(
+        f in _TRACKING_FINALIZERS for f in finalizers
+    )
+
+
+def pods_path(namespace: str) -> str:
+    """The API path of the pods of ``namespace`` ("": of all namespaces)."""
+    return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
+
+
+def jobs_path(kind: JobKind, namespace: str) -> str:
+    """The API path of a kind's jobs in ``namespace`` ("": in all namespaces)."""
+    if namespace:
+        return kind.path(namespace)
+    root = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
+    return f"{root}/{kind.plural}"

@@ -9,7 +9,7 @@ next attempt, and until then every sync woken by the pause writes from caches an
 expectations that are as old as the pause (issue 34: pod creates within 0.05-0.2 s of
 resuming, after the new leader held the Lease).
 
-The elector (leader.py) opens the fence for ``renew deadline`` from the moment each
+The elector (elector.py) opens the fence for ``renew deadline`` from the moment each
 successful attempt *started* (before its request was sent: the renewal the others saw
 is no older than that), and closes it when it finds the Lease taken. The client
 (kube.py) asks it just before each write goes out -- after the rate limiter and the

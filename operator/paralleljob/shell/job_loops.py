@@ -11,6 +11,7 @@ retried with back-off (retry.py); a conflict syncs again at once."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
@@ -110,7 +111,7 @@ class JobLoops:
         if not self._workers:
             self._start_workers()
         self.jobs[rt.uid] = rt
-        rt.loop.attach(lambda: self._woken(rt))
+        rt.loop.attach(functools.partial(self._woken, rt))
         # A job no controller has started yet is new work: ahead of every resync.
         self._queue.add(rt.uid, urgent=rt.job.status.start_time is None)
 
@@ -199,8 +200,6 @@ class JobLoops:
     def _end(self, rt: JobRuntime) -> None:
         """The job's syncs are over: it is forgotten."""
         self._timers.cancel(rt.uid)
-        # The wake closes over the runtime: a cycle, which a frozen runtime (see
-        # caches.Caches._freeze_until_synced) would never leave.
         rt.loop.detach()
         if self.jobs.get(rt.uid) is rt:
             del self.jobs[rt.uid]

@@ -87,7 +87,7 @@ class LoopState:
 
     def detach(self) -> None:
         """The job's loops are over. The wake closes over the runtime: a cycle, which a
-        frozen runtime (see caches.Caches._freeze_until_synced) would never leave."""
+        frozen runtime (see gc_pauses.freeze_until_quiet) would never leave."""
         self._wake = _unattached
 
     def stop(self) -> None:

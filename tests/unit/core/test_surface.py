@@ -57,11 +57,30 @@ SURFACE = {
     "batch_job",
     "kind_of_pod",
     "WATCH_LABEL",
+    # What the caches watch: the kinds a configuration runs, a job's pod, the paths.
+    "job_kinds",
+    "is_jobs_pod",
+    "jobs_path",
+    "pods_path",
     # The retry delays the shell's back-off shares (backoff.py).
     "delay_seconds",
     # The ordered intervals the metrics read (intervals.py).
     "intervals_total",
     "parse_indexes_from_string",
+    # Leader election's decisions on a Lease, which the elector asks (lease.py).
+    "LeaseRecord",
+    "Observation",
+    "observe",
+    "lease_valid",
+    "is_leader",
+    "held_by_another",
+    "claim",
+    "released",
+    "retry_delay",
+    "yield_window",
+    "leaves_it_to_a_standby",
+    "record_of",
+    "spec_of",
 }
 
 #: Names the shell still imports from a core module but that are not the surface: the

@@ -15,9 +15,6 @@ kubelet restarts it as a standby. Each renewal opens the write fence (fence.py) 
 renew deadline from when it started: what the operator writes asks it last, so that a
 process paused past its Lease writes nothing when it resumes.
 
-A standby makes no API call but these, and answers ``/healthz`` (and ``/metrics``) on the
-operator's ports, which it releases before kopf starts on them.
-
 Why not ``kubernetes.aio.leaderelection`` (kubernetes 37.0.2), which the design note named:
 it has the same loops, but (1) it sets no request timeout (the client's is 5 minutes) and
 checks the renew deadline only between attempts, so a leader whose renewal hangs goes on
@@ -29,245 +26,40 @@ and ends ``run()`` without cancelling the leading coroutine or calling
 (409), which two replicas starting together meet on every fresh install; and (5) its
 ``LeaseLock`` needs a second client and session, outside the operator's request metrics.
 Fixing that meant replacing the lock and wrapping every call; this module is the same
-algorithm with those fixed, and its decisions are pure functions.
+algorithm with those fixed, and its decisions are pure functions (core/lease.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
 import random
-import signal
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
-from aiohttp import web
-
-from ..config import JITTER_FACTOR, LeaderElectionConfig, OperatorConfig
+from ..config import LeaderElectionConfig
+from ..core.lease import (
+    LeaseRecord,
+    Observation,
+    claim,
+    held_by_another,
+    is_leader,
+    lease_valid,
+    leaves_it_to_a_standby,
+    observe,
+    released,
+    retry_delay,
+    yield_window,
+)
 from ..json_types import JsonDict
-from . import metrics
 from .api import ApiError
 from .fence import WriteFence, boot_clock
-from .kube import Kube, load_configuration, user_agent
+from .lease_lock import LeaseLock
 
 log = logging.getLogger(__name__)
 
-LEASES_API = "/apis/coordination.k8s.io/v1"
-
 T = TypeVar("T")
-
-#: A standby's looks at the lease that a candidate unable to act at once waits for.
-YIELD_POLLS = 2
-
-
-def lease_path(namespace: str, name: str = "") -> str:
-    path = f"{LEASES_API}/namespaces/{namespace}/leases"
-    return f"{path}/{name}" if name else path
-
-
-# -- the pure part -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    """A Lease's spec: client-go's ``LeaderElectionRecord``."""
-
-    holder: str = ""
-    lease_duration_seconds: int = 0
-    acquire_time: str = ""
-    renew_time: str = ""
-    transitions: int = 0
-
-
-def record_of(lease: JsonDict) -> LeaseRecord:
-    spec = lease.get("spec") or {}
-    return LeaseRecord(
-        holder=str(spec.get("holderIdentity") or ""),
-        lease_duration_seconds=int(spec.get("leaseDurationSeconds") or 0),
-        acquire_time=str(spec.get("acquireTime") or ""),
-        renew_time=str(spec.get("renewTime") or ""),
-        transitions=int(spec.get("leaseTransitions") or 0),
-    )
-
-
-def spec_of(record: LeaseRecord) -> JsonDict:
-    spec: JsonDict = {
-        "holderIdentity": record.holder,
-        "leaseDurationSeconds": record.lease_duration_seconds,
-        "leaseTransitions": record.transitions,
-    }
-    if record.acquire_time:
-        spec["acquireTime"] = record.acquire_time
-    if record.renew_time:
-        spec["renewTime"] = record.renew_time
-    return spec
-
-
-def micro_time(value: datetime) -> str:
-    """metav1.MicroTime: RFC 3339 with microseconds, UTC."""
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-@dataclass(frozen=True)
-class Observation:
-    """The record a candidate last saw, and when (its monotonic clock) it saw it change:
-    client-go's ``observedRecord`` and ``observedTime``."""
-
-    record: LeaseRecord
-    at: float
-
-
-def observe(previous: Observation | None, record: LeaseRecord, now: float) -> Observation:
-    """The observation after reading ``record``: its time moves only when the record changed."""
-    if previous is not None and previous.record == record:
-        return previous
-    return Observation(record, now)
-
-
-def lease_valid(observed: Observation | None, now: float) -> bool:
-    """isLeaseValid: less than the record's lease duration since it last changed."""
-    return observed is not None and observed.at + observed.record.lease_duration_seconds > now
-
-
-def is_leader(observed: Observation | None, identity: str) -> bool:
-    return observed is not None and observed.record.holder == identity
-
-
-def held_by_another(observed: Observation | None, identity: str, now: float) -> bool:
-    """Someone else holds a lease that has not expired: keep off it."""
-    return (
-        observed is not None
-        and observed.record.holder not in ("", identity)
-        and lease_valid(observed, now)
-    )
-
-
-def claim(
-    identity: str, duration: int, now: datetime, old: LeaseRecord | None, leading: bool
-) -> LeaseRecord:
-    """The record to write to take (``leading``: to renew) the lease: a renewal keeps the
-    acquire time and the transitions, a takeover counts one more transition."""
-    stamp = micro_time(now)
-    if old is None:
-        return LeaseRecord(identity, duration, stamp, stamp, 0)
-    if leading:
-        return LeaseRecord(identity, duration, old.acquire_time or stamp, stamp, old.transitions)
-    return LeaseRecord(identity, duration, stamp, stamp, old.transitions + 1)
-
-
-def released(now: datetime, old: LeaseRecord) -> LeaseRecord:
-    """client-go's release (ReleaseOnCancel): no holder, so a standby takes it at once."""
-    stamp = micro_time(now)
-    return LeaseRecord("", 1, stamp, stamp, old.transitions)
-
-
-def retry_delay(retry_period: float, rand: float) -> float:
-    """wait.Jitter: between 1 and 1 + JITTER_FACTOR retry periods (``rand`` in [0, 1))."""
-    return retry_period * (1 + rand * JITTER_FACTOR)
-
-
-def yield_window(retry_period: float) -> float:
-    """How long a candidate that cannot act at once leaves a free lease to a standby that
-    can: two of a standby's longest waits between two looks at the lease (retry_delay)."""
-    return YIELD_POLLS * retry_period * (1 + JITTER_FACTOR)
-
-
-def free_since(observed: Observation) -> float:
-    """When the observed lease became free to take (monotonic): when it was seen released
-    (no holder), else when it expired."""
-    if observed.record.holder == "":
-        return observed.at
-    return observed.at + observed.record.lease_duration_seconds
-
-
-def leaves_it_to_a_standby(
-    observed: Observation, now: float, *, warm: bool, handed_over_at: float | None, window: float
-) -> bool:
-    """Whether a candidate leaves a lease that is free to take to a warm standby, for now.
-
-    A candidate whose caches are not in sync could act only once they are (its pods
-    listed: 16-27 s at 50,000 pods, issue 23), and one that has just handed over its pod's
-    previous lease did so for a standby to take: each leaves it for ``window`` from when it
-    became free (or was handed over), then takes it, as no standby did."""
-    if handed_over_at is not None and now < handed_over_at + window:
-        return True
-    return not warm and now < free_since(observed) + window
-
-
-# -- the I/O -----------------------------------------------------------------------------
-
-
-class LeaseLock(Protocol):
-    """client-go's ``resourcelock.Interface`` for one Lease. Every call raises ApiError
-    when the API server refuses it (409: another candidate wrote first) or is unreachable."""
-
-    @property
-    def describe(self) -> str:
-        """``namespace/name``"""
-        ...
-
-    async def get(self) -> LeaseRecord | None:
-        """The Lease's record, None if there is no Lease."""
-        ...
-
-    async def create(self, record: LeaseRecord) -> None: ...
-
-    async def update(self, record: LeaseRecord) -> None:
-        """Writes ``record`` over the version last read or written, not over a newer one."""
-        ...
-
-
-class KubeLeaseLock:
-    """The Lease through the operator's client (its own instance: renewals never queue
-    behind the operator's requests or its rate limit)."""
-
-    def __init__(self, kube: Kube, namespace: str, name: str, timeout: float) -> None:
-        self.namespace = namespace
-        self.name = name
-        self._kube = kube
-        self._timeout = timeout
-        self._lease: JsonDict | None = None
-
-    @property
-    def describe(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    async def get(self) -> LeaseRecord | None:
-        try:
-            lease = await self._kube.request(
-                "GET", lease_path(self.namespace, self.name), timeout=self._timeout
-            )
-        except ApiError as exc:
-            if exc.not_found:
-                self._lease = None
-                return None
-            raise
-        self._lease = lease
-        return record_of(lease)
-
-    async def create(self, record: LeaseRecord) -> None:
-        body = {
-            "apiVersion": "coordination.k8s.io/v1",
-            "kind": "Lease",
-            "metadata": {"name": self.name, "namespace": self.namespace},
-            "spec": spec_of(record),
-        }
-        self._lease = await self._kube.request(
-            "POST", lease_path(self.namespace), body=body, timeout=self._timeout
-        )
-
-    async def update(self, record: LeaseRecord) -> None:
-        if self._lease is None:
-            raise ApiError(409, "Conflict", "the lease was not read before this update")
-        body = dict(self._lease)
-        body["spec"] = {**(self._lease.get("spec") or {}), **spec_of(record)}
-        self._lease = await self._kube.request(
-            "PUT", lease_path(self.namespace, self.name), body=body, timeout=self._timeout
-        )
 
 
 class Clock(Protocol):
@@ -550,129 +342,3 @@ async def _sleep_unless(clock: Clock, seconds: float, stop: asyncio.Event) -> No
     finally:
         for task in (sleeper, stopper):
             task.cancel()
-
-
-# -- the process -------------------------------------------------------------------------
-
-#: Runs the operator until it stops by itself or ``stop`` is set: kopf.operator.
-Lead = Callable[[asyncio.Event], Awaitable[None]]
-
-
-async def campaign(
-    elector: Elector,
-    lead: Lead,
-    *,
-    stop: asyncio.Event,
-    before_leading: Callable[[], Awaitable[None]],
-    exit_now: Callable[[], None],
-) -> int:
-    """Stands by until elected (or ``stop``), runs ``lead`` while leading; the exit status.
-
-    ``before_leading`` frees what the operator needs (the standby's ports). Losing the
-    lease logs one line and calls ``exit_now`` (which does not return outside tests);
-    the operator stopping by itself gives the lease up for a standby to take at once."""
-    describe = elector.lock.describe
-    try:
-        acquired = await elector.acquire(stop)
-    finally:
-        await before_leading()
-    if not acquired or stop.is_set():
-        await elector.release()
-        log.info("stopped while standing by for lease %s", describe)
-        return 0
-    log.info("acquired lease %s as %s", describe, elector.identity)
-    # Started before the operator: kopf, when it stops, leaves the tasks it found alone.
-    holder = asyncio.create_task(elector.hold(), name="leader election")
-    leading = asyncio.create_task(_as_coroutine(lead(stop)), name="operator")
-    await asyncio.wait({holder, leading}, return_when=asyncio.FIRST_COMPLETED)
-    if holder.done():
-        log.error("lost lease %s: %s; exiting", describe, _why_lost(holder))
-        exit_now()
-        leading.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await leading
-        return 1
-    holder.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await holder
-    if await elector.release():
-        log.info("released lease %s", describe)
-    leading.result()  # the operator's own failure, if any, as without an election
-    return 0
-
-
-async def _as_coroutine(awaitable: Awaitable[None]) -> None:
-    await awaitable
-
-
-def _why_lost(holder: asyncio.Task[str]) -> str:
-    if holder.cancelled():
-        return "renewal cancelled"
-    exc = holder.exception()
-    return holder.result() if exc is None else f"renewal failed: {exc!r}"
-
-
-def exit_at_once() -> None:
-    """kube-controller-manager's ``klog.FlushAndExit(1)``: no clean-up, so that nothing
-    more is written by a replica that is no longer the leader."""
-    logging.shutdown()
-    os._exit(1)
-
-
-async def serve_standby(
-    config: OperatorConfig, status: Callable[[], JsonDict]
-) -> list[web.AppRunner]:
-    """A standby's ``/healthz`` (always 200, with ``status()``) and ``/metrics``, on the
-    address and ports the operator uses once it leads."""
-    runners = []
-    if config.liveness_port > 0:
-
-        async def healthz(_: web.Request) -> web.Response:
-            return web.json_response({"standby": status()})
-
-        app = web.Application()
-        app.router.add_get("/healthz", healthz)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        await web.TCPSite(runner, config.bind_address, config.liveness_port).start()
-        runners.append(runner)
-    if config.metrics_port > 0:
-        runners.append(await metrics.serve(config.metrics_port, address=config.bind_address))
-    return runners
-
-
-async def run_elected(
-    config: OperatorConfig,
-    lead: Lead,
-    warm: Callable[[], bool] = lambda: True,
-    fence: WriteFence | None = None,
-) -> int:
-    """The operator under an election (config.leader_election); the exit status.
-    ``warm``: whether the operator could act at once if it led (Elector.warm);
-    ``fence``: what the operator's client asks before each write (fence.py)."""
-    election = config.leader_election
-    kube = Kube(await load_configuration(), concurrency=2, user_agent=user_agent(election.identity))
-    # The client's own timeout only backs up the attempts' deadlines (at most the renew
-    # deadline), which must fire first: a request cut off by it ends as an ApiError.
-    lock = KubeLeaseLock(
-        kube, election.namespace, election.lease_name, timeout=election.lease_duration_seconds
-    )
-    elector = Elector(lock, election, warm=warm, fence=fence)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        # Until kopf, once leading, installs its own handlers (and also watches ``stop``).
-        loop.add_signal_handler(sig, stop.set)
-    runners = await serve_standby(config, elector.status)
-
-    async def free_ports() -> None:
-        for runner in runners:
-            await runner.cleanup()
-
-    log.info("leader election: standing by for lease %s as %s", lock.describe, elector.identity)
-    try:
-        return await campaign(
-            elector, lead, stop=stop, before_leading=free_ports, exit_now=exit_at_once
-        )
-    finally:
-        await kube.close()

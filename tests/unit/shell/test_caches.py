@@ -1,4 +1,4 @@
-"""The caches (caches.py): pod changes from the pod informer, which jobs exist, and the
+"""The caches (shell/caches.py): pod changes from the pod informer, which jobs exist, and the
 controllers attached to caches a standby kept in sync."""
 
 from __future__ import annotations
@@ -10,15 +10,16 @@ from typing import Any, cast
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.caches import CachedJob, Caches, is_jobs_pod
 from paralleljob.config import MANAGE_JOBS_OFF, ControllerConfig, OperatorConfig
-from paralleljob.core.kind import PARALLELJOB
+from paralleljob.core.kind import PARALLELJOB, is_jobs_pod
 from paralleljob.core.model import PodInfo
+from paralleljob.shell.caches import Caches
 from paralleljob.shell.controller import Controller
+from paralleljob.shell.job_records import CachedJob
 from paralleljob.shell.kube import Kube
 from paralleljob.shell.runtime import JobRuntime
 
-from .fake_api import Call, FakeApi, FakeRecorder
+from ..fake_api import Call, FakeApi, FakeRecorder
 
 JOB: dict[str, Any] = {
     "metadata": {"name": "j", "namespace": "ns", "uid": "u-1", "resourceVersion": "5"},
@@ -511,7 +512,7 @@ def test_a_job_deleted_while_the_records_start_is_not_revived(
     """The new leader starts the standby's records a batch at a time, and the informer
     runs between two batches: a job deleted then must not be started from its record
     (nor put back in the informer's store)."""
-    import paralleljob.caches as caches_module
+    import paralleljob.shell.caches as caches_module
 
     monkeypatch.setattr(caches_module, "REPLAY_YIELD_EVERY", 1)
 

@@ -47,39 +47,34 @@ Job controller created are the operator's too, and they carry only
 from __future__ import annotations
 
 import asyncio
-import gc
-import json
 import logging
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
-from typing import Any, NamedTuple
+from typing import Any
 
-from .config import MANAGE_JOBS_ALL, MANAGE_JOBS_OFF, OperatorConfig
-from .core.kind import PARALLELJOB, WATCH_LABEL, JobKind, batch_job, kind_of_pod
-from .core.model import PodInfo, parse_pod
-from .json_types import JsonDict
-from .shell.consistency import JOBS, PODS, CacheVersion
-from .shell.controller import CacheSync, Controller
-from .shell.fence import WriteFence
-from .shell.gc_pauses import bound_full_collections
-from .shell.informer import Informer, KubeListWatch, version_number
-from .shell.kube import Kube, load_configuration, user_agent
-from .shell.pod_cache import PodCache
-from .shell.runtime import compact_metadata
+from ..config import MANAGE_JOBS_ALL, OperatorConfig
+from ..core.kind import (
+    WATCH_LABEL,
+    JobKind,
+    is_jobs_pod,
+    job_kinds,
+    jobs_path,
+    kind_of_pod,
+    pods_path,
+)
+from ..core.model import PodInfo, parse_pod
+from ..json_types import JsonDict
+from .consistency import JOBS, PODS, CacheVersion
+from .controller import CacheSync, Controller
+from .fence import WriteFence
+from .gc_pauses import bound_full_collections, freeze_until_quiet
+from .informer import Informer, KubeListWatch, version_number
+from .job_records import CachedJob, job_record, start_recorded_jobs
+from .kube import Kube, load_configuration, user_agent
+from .pod_cache import PodCache
 
 log = logging.getLogger(__name__)
 
-#: What a pod event is read as when no Job controller runs (the keys are the same for
-#: both settings of batch_job).
-_JOB_PODS = batch_job(take_unmanaged=False)
-#: The labels that make a pod one of a job's: the operator's, or a Job's (all mode).
-_POD_LABELS = (WATCH_LABEL, _JOB_PODS.controller_uid_label)
-_TRACKING_FINALIZERS = frozenset(_JOB_PODS.finalizers + PARALLELJOB.finalizers)
-#: How often the startup freezes what it has built (seconds), and for how long at most
-#: (a controller that never catches up with the listing must not freeze for good what
-#: later collections would free).
-FREEZE_EVERY = 1.0
-FREEZE_FOR_AT_MOST = 600.0
 #: Cached pods handed to the controllers between two turns of the event loop, when
 #: they attach to caches already in sync (50,000 in one go held it for about 0.25 s).
 REPLAY_YIELD_EVERY = 1000
@@ -88,63 +83,9 @@ REPLAY_YIELD_EVERY = 1000
 CachedPod = tuple[str, PodInfo]
 
 
-class CachedJob(NamedTuple):
-    """A job as a job informer keeps it."""
-
-    uid: str
-    #: While no controller of its kind is attached, its job_record (b"": none kept, once
-    #: a controller runs the job, or for a job its kind leaves to another controller).
-    record: bytes = b""
-    #: No controller has started it yet (no status.startTime): its first pods wait.
-    new: bool = False
-
-
-def job_kinds(config: OperatorConfig) -> tuple[JobKind, ...]:
-    """The kinds of job the operator reconciles with these settings, a pod's kind looked
-    up in this order (a Job's pods made by the operator carry both kinds' labels)."""
-    if config.manage_jobs == MANAGE_JOBS_OFF:
-        return (PARALLELJOB,)
-    return (batch_job(take_unmanaged=config.manage_jobs == MANAGE_JOBS_ALL), PARALLELJOB)
-
-
-def is_jobs_pod(meta: Mapping[str, Any]) -> bool:
-    """A pod labelled as a job's; or one that was and still holds a tracking finalizer
-    (its labels removed: with PJ_MANAGE_JOBS=all no server-side selector turns that
-    into a DELETED event, and its job must release it, as upstream's ref manager does)."""
-    labels = meta.get("labels") or {}
-    finalizers = meta.get("finalizers") or ()
-    return any(label in labels for label in _POD_LABELS) or any(
-        f in _TRACKING_FINALIZERS for f in finalizers
-    )
-
-
 def _scopes(config: OperatorConfig) -> tuple[str, ...]:
     """The namespaces watched, "" for all of them."""
     return config.namespaces or ("",)
-
-
-def _pods_path(namespace: str) -> str:
-    return f"/api/v1/namespaces/{namespace}/pods" if namespace else "/api/v1/pods"
-
-
-def _jobs_path(kind: JobKind, namespace: str) -> str:
-    if namespace:
-        return kind.path(namespace)
-    root = f"/apis/{kind.group}/{kind.version}" if kind.group else f"/api/{kind.version}"
-    return f"{root}/{kind.plural}"
-
-
-def job_record(body: Mapping[str, Any]) -> bytes:
-    """What a standby keeps of a job to start its loop with when it leads: the fields a
-    runtime reads (its compact metadata, the spec and the status), as compact JSON (a
-    dict of the JSON costs about six times its text; no managedFields)."""
-    meta = body.get("metadata") or {}
-    record = {
-        "metadata": compact_metadata(meta),
-        "spec": body.get("spec") or {},
-        "status": body.get("status") or {},
-    }
-    return json.dumps(record, separators=(",", ":")).encode()
 
 
 class Caches:
@@ -172,7 +113,7 @@ class Caches:
         self.scopes = _scopes(config)
         self.pod_informers: list[Informer[CachedPod]] = [
             Informer(
-                KubeListWatch(kube, _pods_path(ns)),
+                KubeListWatch(kube, pods_path(ns)),
                 project=self.read_pod,
                 on_change=self.pod_changed,
                 name=f"pods in {ns or 'all namespaces'}",
@@ -184,7 +125,7 @@ class Caches:
         self.job_informers: dict[str, list[Informer[CachedJob]]] = {
             kind.kind: [
                 Informer(
-                    KubeListWatch(kube, _jobs_path(kind, ns)),
+                    KubeListWatch(kube, jobs_path(kind, ns)),
                     project=self._job_reader(kind),
                     on_change=self._job_listed(kind.kind),
                     name=f"{kind.plural} in {ns or 'all namespaces'}",
@@ -223,7 +164,7 @@ class Caches:
         for informer in informers:
             self.spawn(informer.run(), informer.name)
         self.spawn(self._open_gates(), "cache sync")
-        self.spawn(self._freeze_until_synced(), "freeze what the listing builds")
+        self.spawn(freeze_until_quiet(self._busy), "freeze what the listing builds")
 
     async def attach(self, controllers: Mapping[str, Controller]) -> None:
         """The controllers, once the process leads: each sees the pods already cached,
@@ -252,31 +193,13 @@ class Caches:
                 len(cached),
                 started,
             )
-        self.spawn(self._freeze_until_synced(), "freeze what the jobs' listing builds")
+        self.spawn(freeze_until_quiet(self._busy), "freeze what the jobs' listing builds")
 
     async def start_cached_jobs(self, *, new: bool) -> int:
-        """The loops of the cached jobs that are ``new`` (or not) started from their
-        records, the last the informer saw first (those its watch added after its
-        listing: created since), a turn of the event loop every REPLAY_YIELD_EVERY jobs;
-        the records are dropped. The new ones start before the cached pods are replayed
-        (a new job has none): a job created while no replica led, e.g. during a
-        failover, is the one waiting for a pod. A job deleted, or changed, while this
-        goes (the informer runs between the turns) is not started from its record: its
-        deletion ended it, its change started it. The number started."""
-        started = 0
-        for name, controller in self.controllers.items():
-            for informer in self.job_informers[name]:
-                for cached in reversed(list(informer.store.values())):
-                    if not cached.record or cached.new != new:
-                        continue
-                    if informer.store.get(cached.uid) is not cached:
-                        continue  # deleted, or its event came meanwhile
-                    informer.store[cached.uid] = CachedJob(cached.uid)
-                    controller.job_seen(json.loads(cached.record))
-                    started += 1
-                    if started % REPLAY_YIELD_EVERY == 0:
-                        await asyncio.sleep(0)
-        return started
+        """The recorded jobs that are ``new`` (or not) started (job_records.py)."""
+        return await start_recorded_jobs(
+            self.controllers, self.job_informers, new=new, yield_every=REPLAY_YIELD_EVERY
+        )
 
     async def close(self) -> None:
         """Stops the informers and closes the client (once; later calls do nothing)."""
@@ -439,25 +362,3 @@ class Caches:
             c.pending_syncs() or len(c.jobs) + len(c.left_alone) < self.jobs_listed(name)
             for name, c in self.controllers.items()
         )
-
-    async def _freeze_until_synced(self) -> None:
-        """Freezes every second until the listing is over (see _busy) and two looks
-        found it so. What a listing builds (a projection per pod, a record per job)
-        lives as long as its object, and a full collection scans every tracked object
-        not frozen: over 50,000 pods and 10,000 jobs one held the loop for 0.2-0.5 s,
-        several times a second (the freeze of what was imported, cli.py, leaves the GC's
-        growth heuristic little to compare against). Frozen within a second of being
-        built, each is scanned by no later collection."""
-        quiet, looks = 0, int(FREEZE_FOR_AT_MOST / FREEZE_EVERY)
-        while quiet < 2 and looks:
-            _freeze_survivors()
-            await asyncio.sleep(FREEZE_EVERY)
-            quiet, looks = (0 if self._busy() else quiet + 1), looks - 1
-        _freeze_survivors()
-
-
-def _freeze_survivors() -> None:
-    """Collects the young generations (a few milliseconds: what the last second left as
-    cyclic garbage is freed, not frozen for good), then freezes what is left."""
-    gc.collect(1)
-    gc.freeze()
