@@ -1,6 +1,6 @@
 """Building a job's pods from its template, as the Job controller does: one pod
 (``GetPodFromTemplate``), and the bodies of the pods a sync's plan creates (for an
-Indexed job, each from its index's template: :func:`.indexed.pod_templates`)."""
+Indexed job, each from its index's template: :func:`.index_templates.pod_templates`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from .. import constants as c
 from ..json_types import JsonDict
-from .indexed import pod_templates
+from .index_templates import pod_templates
 from .kind import WATCH_LABEL, JobKind
 from .model import Job
 from .sync import PodPlan
@@ -32,7 +32,7 @@ def build_pod(
     and uid (and the uid under the label the operator's pod watch selects, which a
     Job's pods would not have), controlled by the job and carrying the tracking finalizer
     (GetPodFromTemplate). An Indexed job's pod comes from its index's ``template`` and
-    ``generate_name`` (``indexed.pod_templates``, see :func:`new_pod_bodies`)."""
+    ``generate_name`` (``index_templates.pod_templates``, see :func:`new_pod_bodies`)."""
     meta = job["metadata"]
     if template is None:
         template = job_template(job)

@@ -1,5 +1,6 @@
 """Indexed completion mode, case by case as upstream tests it
-(pkg/controller/job/indexed_job_utils_test.go at Kubernetes v1.34.4).
+(pkg/controller/job/indexed_job_utils_test.go at Kubernetes v1.37.2); the new pods' templates
+(index_templates.py) with them, as upstream tests them in the same file.
 
 Every upstream case of the ported tests is here with the same inputs and expectations,
 under the upstream case name as its id. Upstream builds pods with ``buildPod()`` and
@@ -20,12 +21,17 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core.indexed import (
+from paralleljob.core.index_templates import (
     COMPLETION_INDEX_ENV_NAME,
     add_completion_index_annotation,
     add_completion_index_env_variables,
     add_completion_index_label,
     add_index_failure_count_annotation,
+    pod_generate_name_with_index,
+    pod_hostname,
+    template_for_index,
+)
+from paralleljob.core.indexed import (
     append_duplicated_index_pods_for_removal,
     by_completion_index,
     calculate_failed_indexes,
@@ -34,9 +40,6 @@ from paralleljob.core.indexed import (
     get_new_index_failure_counts,
     get_pods_with_delayed_deletion_per_index,
     is_index_failed,
-    pod_generate_name_with_index,
-    pod_hostname,
-    template_for_index,
 )
 from paralleljob.core.intervals import OrderedIntervals
 from paralleljob.core.kind import PARALLELJOB

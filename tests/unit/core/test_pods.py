@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME
+from paralleljob.core.index_templates import COMPLETION_INDEX_ENV_NAME
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
     PodInfo,

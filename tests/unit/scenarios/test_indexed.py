@@ -18,7 +18,7 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import CoreConfig
-from paralleljob.core.indexed import COMPLETION_INDEX_ENV_NAME
+from paralleljob.core.index_templates import COMPLETION_INDEX_ENV_NAME
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
     INDEXED_COMPLETION,
