@@ -5,6 +5,7 @@
 - ``paralleljob.config`` imports only the standard library and leaves.
 - A leaf imports nothing of the package but other leaves.
 - No import cycle among the package's modules (hack/layers.py finds them).
+- Only the shell, the kopf wiring (handlers.py, cli.py) and the worker import an I/O library.
 """
 
 from __future__ import annotations
@@ -172,3 +173,35 @@ def test_the_graph_sees_the_package_s_imports() -> None:
     graph = import_graph()
     assert "paralleljob.core.model" in graph["paralleljob.core.sync"]
     assert "paralleljob.shell.runtime" in graph["paralleljob.shell.job_loops"]
+
+
+#: Outside shell/: the kopf wiring, and the worker (a program of its own).
+IO_ALLOWED = {"paralleljob.handlers", "paralleljob.cli"}
+
+
+def io_outside_the_shell(modules: dict[str, set[str]]) -> list[str]:
+    """The modules of ``modules`` (name: what it imports) that import an I/O library but
+    are not the shell's, the wiring's or the worker's."""
+    return sorted(
+        name
+        for name, found in modules.items()
+        if _foreign(found) & IO_LIBRARIES
+        and not name.startswith(("paralleljob.shell", "paralleljob.worker"))
+        and name not in IO_ALLOWED
+    )
+
+
+def test_all_i_o_is_in_the_shell() -> None:
+    modules = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
+    assert "paralleljob.shell.kube" in modules
+    assert io_outside_the_shell(modules) == []
+
+
+def test_the_i_o_check_sees_a_module_outside_the_shell() -> None:
+    modules = {
+        "paralleljob.caches": {"asyncio", "paralleljob.shell.kube"},
+        "paralleljob.shell.caches": {"asyncio"},
+        "paralleljob.handlers": {"kopf"},
+        "paralleljob.core.sync": {"dataclasses"},
+    }
+    assert io_outside_the_shell(modules) == ["paralleljob.caches"]
