@@ -1,4 +1,5 @@
-"""The controller: what the kopf handlers call, one method per watch event.
+"""The controller: what the informers (caches.py) and the kopf probe call, one method per
+watch event.
 
 It wires the shell's collaborators, each owning its part of a job's state
 (runtime.py): the per-job loops (job_loops.py), one sync in upstream's order

@@ -1,6 +1,7 @@
 """Expectations: the pod changes a job's loop made that its pod cache does not show yet.
 
-A sync acts on the pod cache (the kopf index), which lags the API calls the loop made.
+A sync acts on the pod cache (the pod informer's, pod_cache.py), which lags the API calls
+the loop made.
 Without expectations a sync right after creating pods would not see them and create
 them again, and a pod whose tracking finalizer was just removed would look as if it
 still had it. Upstream keeps two such records (``pkg/controller``):
