@@ -282,17 +282,14 @@ def test_a_renewal_that_hangs_is_cut_off_at_the_renew_deadline() -> None:
     lock = FakeLock(server)
     a = Elector(lock, fast, SystemClock())
 
-    async def scenario() -> tuple[str, float]:
+    async def scenario() -> str:
         assert await a.try_acquire_or_renew()
         lock.hang = asyncio.Event()  # never set
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        reason = await asyncio.wait_for(a.hold(), 5)
-        return reason, loop.time() - start
+        # Given up before the lease runs out: a TimeoutError here fails the test.
+        return await asyncio.wait_for(a.hold(), fast.lease_duration_seconds)
 
-    reason, took = asyncio.run(scenario())
+    reason = asyncio.run(scenario())
     assert reason == "not renewed within 0.3s (no answer within 0.3s)"
-    assert took < fast.lease_duration_seconds
 
 
 class TimerStealingLock(FakeLock):
@@ -320,14 +317,12 @@ def test_no_request_outlives_the_attempts_deadline() -> None:
     )
     a.observed = Observation(LeaseRecord("pod-a", 15), at=clock.monotonic())  # leading
 
-    async def scenario() -> tuple[bool, float]:
-        loop = asyncio.get_running_loop()
-        start = loop.time()
-        ok = await asyncio.wait_for(a.try_acquire_or_renew(0.2), 5)
-        return ok, loop.time() - start
+    async def scenario() -> bool:
+        # Over well within a second of its 0.2 s deadline: a TimeoutError fails the test.
+        return await asyncio.wait_for(a.try_acquire_or_renew(0.2), 1.0)
 
-    ok, took = asyncio.run(scenario())
-    assert not ok and took < 1.0, took
+    ok = asyncio.run(scenario())
+    assert not ok
     assert a.last_error == "no answer within 0.2s"
 
 
