@@ -22,22 +22,31 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import os
 import signal
-import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import aiohttp
 
 from . import procstat
-from .kube import ApiError, Credentials
+from .kube import ApiError, Credentials, Kube
 from .observer import Observer, RoundFailed
-from .pauses import FULL_GC, FULL_GC_BLOCKED, LOOP_BLOCKED, LOOP_LAG
+from .promtext import (
+    FULL_GC,
+    FULL_GC_BLOCKED,
+    LOOP_BLOCKED,
+    LOOP_LAG,
+    Samples,
+    buckets,
+    longest_observation,
+    parse_metrics,
+    total,
+)
 from .runner import (
     CLUSTER_DIR,
     OPERATOR_LEASE,
@@ -61,7 +70,7 @@ CONTROLLER = {
 }
 #: What the cluster itself needed at each level.
 SHARED = {"apiserver": "kube-apiserver", "etcd": "etcd"}
-KCM_METRICS = "https://127.0.0.1:10257/metrics"
+KCM_URL = "https://127.0.0.1:10257"
 OPERATOR_METRICS_PORT = 8081
 #: The operator's pause histograms and the figure each one's longest observation gives.
 PAUSES = {
@@ -81,75 +90,7 @@ QUIET_S = 30.0
 SETTLE_TIMEOUT = 1800.0
 
 
-# ---------------------------------------------------------------- metrics text (pure)
-
-Samples = dict[str, list[tuple[dict[str, str], float]]]
-
-
-def parse_metrics(text: str) -> Samples:
-    """Prometheus' text format: name -> [(labels, value)] (comments left out)."""
-    out: Samples = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        name, _, rest = head.partition("{")
-        labels: dict[str, str] = {}
-        if rest:
-            for pair in _split_labels(rest.rstrip("}")):
-                key, _, raw = pair.partition("=")
-                labels[key.strip()] = raw.strip().strip('"')
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        out.setdefault(name.strip(), []).append((labels, number))
-    return out
-
-
-def _split_labels(text: str) -> Iterable[str]:
-    """``a="x",b="y,z"`` -> ``a="x"``, ``b="y,z"`` (commas inside quotes kept)."""
-    part, quoted = "", False
-    for ch in text:
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            if part:
-                yield part
-            part = ""
-        else:
-            part += ch
-    if part:
-        yield part
-
-
-def total(samples: Samples, metric: str, **labels: str) -> float | None:
-    """The sum of ``metric``'s samples whose labels include ``labels``; None if absent."""
-    values = [
-        v
-        for have, v in samples.get(metric, [])
-        if all(have.get(k) == want for k, want in labels.items())
-    ]
-    return sum(values) if values else None
-
-
-def buckets(samples: Samples, histogram: str) -> dict[float, float]:
-    """A histogram's cumulative counts by upper bound (``le``; +Inf as math.inf)."""
-    out: dict[float, float] = {}
-    for labels, value in samples.get(f"{histogram}_bucket", []):
-        bound = math.inf if labels.get("le") == "+Inf" else float(labels["le"])
-        out[bound] = out.get(bound, 0.0) + value
-    return out
-
-
-def longest_observation(before: Mapping[float, float], after: Mapping[float, float]) -> float:
-    """The upper bound of the highest bucket that gained an observation between two
-    scrapes of a histogram (math.inf: above its last bound; 0.0: none)."""
-    gained = {b: after.get(b, 0.0) - before.get(b, 0.0) for b in after}
-    everything = gained.get(math.inf, 0.0)
-    if everything <= 0:
-        return 0.0
-    return min(b for b, n in gained.items() if n >= everything)
+# ---------------------------------------------------------------- metrics (pure)
 
 
 def longest_pauses(
@@ -205,24 +146,19 @@ def live_objects(level: int, pods: int) -> int:
 
 class Scraper:
     """The controllers' /metrics: the acting operator's through the API server's pod
-    proxy, kube-controller-manager's on its secure port as the bench's admin user."""
+    proxy, kube-controller-manager's on its secure port as the bench's admin user (its
+    serving certificate is self-signed: hack/cluster-up.sh gives it none)."""
 
     def __init__(self, bench: Bench, credentials: Credentials) -> None:
         self.bench = bench
-        self.credentials = credentials
-        self._session: aiohttp.ClientSession | None = None
+        self._kcm = Kube(replace(credentials, server=KCM_URL, verify=False))
 
     async def __aenter__(self) -> Scraper:
-        context = self.credentials.ssl_context()
-        # Its serving certificate is self-signed (hack/cluster-up.sh gives it none).
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=context))
+        await self._kcm.__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._kcm.__aexit__(*exc)
 
     async def operator(self) -> Samples:
         pod = self.bench.operator_pod
@@ -231,13 +167,7 @@ class Scraper:
         return parse_metrics(await self.bench.kube.get_text(path))
 
     async def kcm(self) -> Samples:
-        assert self._session is not None
-        timeout = aiohttp.ClientTimeout(total=30)
-        async with self._session.get(KCM_METRICS, timeout=timeout) as resp:
-            text = await resp.text()
-            if resp.status >= 400:
-                raise ApiError(resp.status, "GET", KCM_METRICS, text)
-            return parse_metrics(text)
+        return parse_metrics(await self._kcm.get_text("/metrics"))
 
     async def pauses(self, arm: Arm) -> dict[str, dict[float, float]]:
         """The operator's pause histograms now, by name (none for the built-in: no such
@@ -410,32 +340,10 @@ async def _settle(bench: Bench, arm: Arm, seen: Observer) -> dict[str, float]:
     return {"settle_changes": late, "settle_s": settle_s, "settled": quiet}
 
 
-class PeakRss:
-    """``async with PeakRss(find) as peak:`` the largest RSS of ``find()``'s processes,
-    sampled every procstat interval (found again each time: a restarted process)."""
-
-    def __init__(self, find: Callable[[], list[int]]) -> None:
-        self.find = find
-        self.peak = 0
-        self._task: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> PeakRss:
-        self._task = asyncio.create_task(self._loop())
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._task is not None
-        self._task.cancel()
-        await asyncio.gather(self._task, return_exceptions=True)
-        self.sample()
-
-    def sample(self) -> None:
-        self.peak = max(self.peak, procstat.read_usage(self.find()).rss_bytes)
-
-    async def _loop(self) -> None:
-        while True:
-            self.sample()
-            await asyncio.sleep(procstat.Sampler.INTERVAL)
+def _peak_rss(find: Callable[[], list[int]]) -> procstat.Sampler:
+    """The largest RSS of ``find()``'s processes over a block, sampled every half second
+    (``.tracks["peak"]``; found again should they be replaced)."""
+    return procstat.Sampler({"peak": find})
 
 
 async def _restart(bench: Bench, arm: Arm, scraper: Scraper, level: int) -> Round:
@@ -501,7 +409,7 @@ async def _restart_operator(
         )
         spec = lease.get("spec") or {}
         stamp = str(spec.get("renewTime") or "")
-        # A restarted container's release of its pod's Lease (leader.py) leads nothing.
+        # A restarted container's release of its pod's Lease (elector.py) leads nothing.
         held = bool(spec.get("holderIdentity"))
         return held and bool(stamp) and datetime.fromisoformat(stamp) > killed_at
 
@@ -515,12 +423,12 @@ async def _restart_operator(
         await poll(renewed, timeout=300, what="a new leader renewing the Lease")
         leader = time.monotonic()
         await poll(found, timeout=120, what="the new leader's container")
-        async with PeakRss(lambda: procstat.container_pids(bench.operator_container)) as peak:
+        async with _peak_rss(lambda: procstat.container_pids(bench.operator_container)) as peak:
             synced = await _until_synced(scraper, arm, level)
             first = await first_pod
     finally:
         first_pod.cancel()
-    return _restart_figures(t0, leader, first, synced, peak.peak)
+    return _restart_figures(t0, leader, first, synced, peak.tracks["peak"].peak_rss_bytes)
 
 
 async def _gone(pids: list[int], timeout: float = 60) -> None:
@@ -576,10 +484,10 @@ async def _restart_kcm(
         # The "leader" here is the new process: kube-controller-manager runs unelected.
         await poll(started, timeout=300, what="kube-controller-manager started again")
         leader = time.monotonic()
-        async with PeakRss(lambda: procstat.pid_file_pids(pid_file)) as peak:
+        async with _peak_rss(lambda: procstat.pid_file_pids(pid_file)) as peak:
             synced = await _until_synced(scraper, arm, level)
             first = await first_pod
         await restart
     finally:
         first_pod.cancel()
-    return _restart_figures(t0, leader, first, synced, peak.peak)
+    return _restart_figures(t0, leader, first, synced, peak.tracks["peak"].peak_rss_bytes)

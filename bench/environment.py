@@ -39,16 +39,22 @@ DEFAULTS = Setting("defaults", "defaults: each controller as shipped", {})
 SETTINGS = {s.name: s for s in (EQUAL, DEFAULTS)}
 
 
-def _config_keys() -> set[str]:
-    text = (REPO_ROOT / "manifests" / "config.env").read_text()
-    return set(re.findall(r"^([A-Z_][A-Z0-9_]*)=", text, re.M))
+def config_env(path: Path = REPO_ROOT / "manifests" / "config.env") -> dict[str, str]:
+    """The KEY=VALUE lines of the operator's ConfigMap source: its settings as deployed."""
+    env = {}
+    for line in path.read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            env[key.strip()] = value.strip()
+    return env
 
 
 def deploy_operator(setting: Setting, image: str | None) -> None:
     """hack/deploy.sh local with exactly this setting's configuration: every other
     operator variable unset (so config.env's values apply, whatever this shell has
     exported), all namespaces watched; ``image`` skips the rebuild."""
-    env = {k: v for k, v in os.environ.items() if k not in _config_keys() | set(EQUAL.config)}
+    unset = config_env().keys() | EQUAL.config.keys()
+    env = {k: v for k, v in os.environ.items() if k not in unset}
     env.update(setting.config, PJ_WATCH_NAMESPACES="")
     if image:
         env["PJ_IMAGE"] = image

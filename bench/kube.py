@@ -1,9 +1,11 @@
-"""A minimal asyncio Kubernetes client: one aiohttp session, JSON dicts in and out.
+"""The bench's one HTTP client: a minimal asyncio Kubernetes client, one aiohttp session,
+JSON dicts in and out.
 
 The bench drives and observes the cluster with it (as the admin user, whom the audit
 policy does not record), and the ceiling client makes its calls with it (as its own
-service account, which it does record). Nothing here rate-limits: what is measured is
-the controllers' pace, not the bench's.
+service account, which it does record); it also reads kube-controller-manager's
+/metrics, and the scale harness its operator's /metrics and /healthz (plain http).
+Nothing here rate-limits: what is measured is the controllers' pace, not the bench's.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 import aiohttp
@@ -34,21 +35,29 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class Credentials:
-    """Where the API server is and how to authenticate to it: a client certificate
-    (PEM, as the local cluster's kubeconfigs embed one) or a bearer token."""
+    """Where the server is and how to authenticate to it: a client certificate (PEM, as
+    the local cluster's kubeconfigs embed one), a bearer token, or nothing (plain http)."""
 
     server: str
-    ca_pem: str
+    ca_pem: str = ""
     client_cert_pem: bytes = b""
     client_key_pem: bytes = b""
     token: str = ""
+    #: False: any serving certificate is accepted (a self-signed one).
+    verify: bool = True
 
     def with_token(self, token: str) -> Credentials:
         """The same server, authenticating with a bearer token instead."""
         return Credentials(self.server, self.ca_pem, token=token)
 
-    def ssl_context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(cadata=self.ca_pem)
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """None for a plain http server."""
+        if not self.server.startswith("https:"):
+            return None
+        context = ssl.create_default_context(cadata=self.ca_pem or None)
+        if not self.verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         if self.client_cert_pem:
             # ssl loads a client certificate only from files: a private directory,
             # removed as soon as it is loaded.
@@ -100,7 +109,8 @@ class Kube:
         headers = {"Accept": "application/json"}
         if self.credentials.token:
             headers["Authorization"] = f"Bearer {self.credentials.token}"
-        connector = aiohttp.TCPConnector(limit=self.connections, ssl=self.credentials.ssl_context())
+        context = self.credentials.ssl_context()
+        connector = aiohttp.TCPConnector(limit=self.connections, ssl=context or True)
         self._session = aiohttp.ClientSession(
             base_url=self.credentials.server,
             headers=headers,
@@ -109,12 +119,7 @@ class Kube:
         )
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         if self._session is not None:
             await self._session.close()
 
@@ -150,7 +155,7 @@ class Kube:
             return result
 
     async def get_text(self, path: str, *, timeout: float = 30) -> str:
-        """A non-JSON GET (a pod's /metrics through the API server's proxy)."""
+        """A non-JSON GET (/metrics, /healthz); an ApiError for an error status."""
         async with self.session.get(path, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
             text = await resp.text()
             if resp.status >= 400:

@@ -13,7 +13,6 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
 from typing import Any, TypeVar
 
 from .kube import ApiError, JsonDict, Kube
@@ -100,12 +99,7 @@ class Observer:
         await self.wait_for(lambda: all(e.is_set() for e in ready), timeout=60, what="watches")
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)

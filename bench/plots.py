@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")  # files only: no display on a CI machine
 
 import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
 
 from .runner import Round
 from .workloads import CONTROLLERS, Arm
@@ -20,6 +21,12 @@ COLOURS = {
     Arm.OPERATOR_JOB: "tab:green",
     Arm.CEILING: "tab:gray",
 }
+
+
+def _save(fig: Figure, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 def _median_round(rounds: Sequence[Round], key: str) -> Round | None:
@@ -54,9 +61,7 @@ def pods_over_time(rounds: dict[str, list[Round]], path: Path) -> None:
         ax.set_ylabel("pods succeeded")
         ax.grid(alpha=0.3)
         ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def latency_cdfs(rounds: dict[str, list[Round]], path: Path) -> None:
@@ -91,9 +96,7 @@ def latency_cdfs(rounds: dict[str, list[Round]], path: Path) -> None:
         ax.set_ylabel("fraction of jobs")
         ax.grid(alpha=0.3, which="both")
         ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def _curve_rounds(rounds: dict[str, list[Round]]) -> list[Round]:
@@ -109,21 +112,22 @@ def has_curve(rounds: dict[str, list[Round]]) -> bool:
     return bool(_curve_rounds(rounds))
 
 
+def _curve_points(
+    rounds: dict[str, list[Round]], arm: Arm, x: str, needed: str
+) -> list[tuple[float, dict[str, float]]]:
+    """Scenario 8's levels of ``arm`` that have the figure ``needed``: (``x``, the
+    level's figures), by ``x``."""
+    mine = [r for r in _curve_rounds(rounds) if r.arm is arm and needed in r.metrics]
+    return sorted(((r.metrics[x], r.metrics) for r in mine), key=lambda point: point[0])
+
+
 def curve_rss(rounds: dict[str, list[Round]], path: Path) -> None:
     """Scenario 8: each controller's RSS (steady, at each level) against the live objects
     (jobs and pods) it runs, both controllers on one axis; the API server's and etcd's
     dotted, by the arm whose level they served."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    mine = _curve_rounds(rounds)
     for arm in CONTROLLERS:
-        points = sorted(
-            (
-                (r.metrics["live_objects"], r.metrics)
-                for r in mine
-                if r.arm is arm and "controller_rss_mb" in r.metrics
-            ),
-            key=lambda point: point[0],
-        )
+        points = _curve_points(rounds, arm, "live_objects", "controller_rss_mb")
         if not points:
             continue
         xs = [x for x, _ in points]
@@ -152,24 +156,14 @@ def curve_rss(rounds: dict[str, list[Round]], path: Path) -> None:
     ax.set_ylabel("RSS (MiB)")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def curve_reaction(rounds: dict[str, list[Round]], path: Path) -> None:
     """Scenario 8: the probe jobs' created → first pod p50 and p99 against the level."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    mine = _curve_rounds(rounds)
     for arm in CONTROLLERS:
-        points = sorted(
-            (
-                (r.metrics["level_jobs"], r.metrics)
-                for r in mine
-                if r.arm is arm and "first_pod_p50_ms" in r.metrics
-            ),
-            key=lambda point: point[0],
-        )
+        points = _curve_points(rounds, arm, "level_jobs", "first_pod_p50_ms")
         if not points:
             continue
         xs = [x for x, _ in points]
@@ -188,6 +182,4 @@ def curve_reaction(rounds: dict[str, list[Round]], path: Path) -> None:
     ax.set_yscale("log")
     ax.grid(alpha=0.3, which="both")
     ax.legend(loc="upper left", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)

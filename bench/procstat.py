@@ -1,8 +1,11 @@
-"""CPU-seconds and resident memory of the cluster's processes, read from /proc.
+"""CPU-seconds and memory of processes, read from /proc: utime + stime of every thread,
+VmRSS (resident now) and VmHWM (the most it was ever resident, kept by the kernel, so no
+sampling can miss the peak).
 
 Every component of the local cluster runs on this host: the control plane by the pid
 files in .cluster/pids, the operator as a container of the real node, found by its
-container ID in /proc/PID/cgroup (which works for cgroup v1 and v2 alike).
+container ID in /proc/PID/cgroup (which works for cgroup v1 and v2 alike). The scale
+harness's operator is its own subprocess.
 """
 
 from __future__ import annotations
@@ -15,36 +18,48 @@ from pathlib import Path
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PROC = Path("/proc")
+MIB = 2**20
 
 
 @dataclass(frozen=True)
 class Usage:
     cpu_seconds: float
     rss_bytes: int
+    hwm_bytes: int = 0
 
 
-def read_usage(pids: list[int]) -> Usage:
-    """utime + stime and VmRSS summed over ``pids`` (those that have exited count 0)."""
-    cpu = 0.0
-    rss = 0
-    for pid in pids:
-        try:
-            stat = (PROC / str(pid) / "stat").read_text()
-            status = (PROC / str(pid) / "status").read_text()
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-        # The command name may hold spaces: fields count from after its ")".
-        fields = stat[stat.rindex(")") + 2 :].split()
-        cpu += (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
-        rss += _status_kib(status, "VmRSS") * 1024
-    return Usage(cpu, rss)
+def parse_stat_cpu(stat: str) -> float:
+    """utime + stime of /proc/PID/stat, in seconds (fields counted after the command
+    name's closing parenthesis: the name may hold spaces)."""
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
 
 
-def _status_kib(status: str, key: str) -> int:
+def parse_status_kib(status: str, key: str) -> int:
     for line in status.splitlines():
         if line.startswith(f"{key}:"):
             return int(line.split()[1])
     return 0
+
+
+def sample(pid: int) -> Usage | None:
+    """One process's CPU, RSS and VmHWM; None once it is gone."""
+    try:
+        stat = (PROC / str(pid) / "stat").read_text()
+        status = (PROC / str(pid) / "status").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return Usage(
+        parse_stat_cpu(stat),
+        parse_status_kib(status, "VmRSS") * 1024,
+        parse_status_kib(status, "VmHWM") * 1024,
+    )
+
+
+def read_usage(pids: list[int]) -> Usage:
+    """CPU and RSS summed over ``pids`` (those that have exited count 0)."""
+    found = [u for u in map(sample, pids) if u is not None]
+    return Usage(sum(u.cpu_seconds for u in found), sum(u.rss_bytes for u in found))
 
 
 def pid_file_pids(pid_file: Path) -> list[int]:

@@ -14,7 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from . import audit, procstat
+from tests.support import audit
+
+from . import procstat
 from .kube import ApiError, Kube
 from .observer import Observer, RoundFailed
 from .workloads import Arm, jobs_path, pods_path

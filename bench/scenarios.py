@@ -10,7 +10,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from . import audit, ceiling
+from tests.support import audit
+
+from . import ceiling
 from .observer import JobRecord, Observer, PodRecord
 from .runner import USERS, Bench, Body, Outcome
 from .stats import percentile, window_rate

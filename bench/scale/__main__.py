@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from ..environment import git_commit, machine
+from ..runner import REPO_ROOT
 from . import report
-from .resources import REPO_ROOT
 from .run import Level, Options, run_level
 
 FULL_JOBS = (100, 1000, 10000)

@@ -285,8 +285,8 @@ def render(run: dict[str, Any]) -> str:
         f"({run['machine']['cpu_model']}), {run['machine']['memory_gib']} GiB; Python "
         f"{run['python']}. The operator as the Deployment runs it (`paralleljob-operator`, "
         f"its ConfigMap's settings, {'with' if run['leader_elect'] else 'without'} leader "
-        "election) against the stub API of `bench/scale/` on 127.0.0.1: every object there "
-        "when it starts (a restart or failover at that scale), pods "
+        "election) against the stub API of `tests/support/stub_api/` on 127.0.0.1: every "
+        "object there when it starts (a restart or failover at that scale), pods "
         f"{sizes.get('pod_bytes', 0):,} bytes and jobs {sizes.get('job_bytes', 0):,} bytes of "
         'JSON each, as the API server returns them. See docs/benchmark.md, "The scale harness".',
         "",

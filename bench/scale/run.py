@@ -31,14 +31,18 @@ from typing import Any
 
 import aiohttp
 
-from ..pauses import FULL_GC, FULL_GC_BLOCKED, LOOP_BLOCKED, LOOP_LAG
+from tests.support.stub_api import lease, objects, resources
+from tests.support.stub_api.apiserver import StubServer
+from tests.support.stub_api.objects import BATCH_JOB, JobSeed, JobType
+from tests.support.stub_api.record import Recorder
+from tests.support.stub_api.store import Kind, Store
+
+from .. import procstat
+from ..environment import config_env
+from ..kube import ApiError, Credentials, Kube
+from ..promtext import FULL_GC, FULL_GC_BLOCKED, LOOP_BLOCKED, LOOP_LAG, Histogram, parse_histogram
 from ..stats import percentile
-from . import failover, memory, objects, procfs, resources
-from .apiserver import StubServer
-from .objects import BATCH_JOB, JobSeed, JobType
-from .promtext import Histogram, parse_histogram
-from .record import Recorder
-from .store import Kind, Store
+from . import failover, memory
 
 #: The operator's pause histograms a growth reports: the loop's lag, the part of it the
 #: operator's own work caused, and its full GC collections.
@@ -50,8 +54,6 @@ PAUSE_METRICS = {
 }
 #: How long after its creation the stub runs a pod, in a growth (as kwok starts one).
 GROWTH_POD_START_SECONDS = 0.5
-#: The operator's settings, as the Deployment gets them (its ConfigMap).
-CONFIG_ENV = resources.REPO_ROOT / "manifests" / "config.env"
 TRACED_SCRIPT = Path(__file__).with_name("traced.py")
 NAMESPACE_PREFIX = "bench-scale-"
 SYSTEM_NAMESPACE = "paralleljob-system"
@@ -101,16 +103,6 @@ class Seeded:
     jobs: list[JobSeed]
     pod_bytes: float
     job_bytes: float
-
-
-def config_env(path: Path = CONFIG_ENV) -> dict[str, str]:
-    """KEY=VALUE lines of the Deployment's ConfigMap source."""
-    env = {}
-    for line in path.read_text().splitlines():
-        if "=" in line and not line.lstrip().startswith("#"):
-            key, value = line.split("=", 1)
-            env[key.strip()] = value.strip()
-    return env
 
 
 def free_port() -> int:
@@ -243,7 +235,7 @@ async def start_operator(
 class Observations:
     """What the level's monitors gathered while it ran."""
 
-    samples: dict[str, procfs.ProcSample] = field(default_factory=dict)
+    samples: dict[str, procstat.Usage] = field(default_factory=dict)
     timeline: list[dict[str, float]] = field(default_factory=list)
     healthz: list[tuple[float, float, int]] = field(default_factory=list)
     scrapes: dict[str, Histogram | None] = field(default_factory=dict)
@@ -254,7 +246,7 @@ async def monitor(op: OperatorProcess, recorder: Recorder, seen: Observations) -
     last_point = 0.0
     while op.proc.returncode is None:
         now = time.monotonic()
-        sample = procfs.sample(op.pid)
+        sample = procstat.sample(op.pid)
         if sample is None:
             return
         if now - last_point >= 1.0:
@@ -263,7 +255,7 @@ async def monitor(op: OperatorProcess, recorder: Recorder, seen: Observations) -
                 {
                     "t": round(now - op.started, 2),
                     "cpu_s": round(sample.cpu_seconds, 2),
-                    "rss_mib": round(sample.rss_bytes / procfs.MIB, 1),
+                    "rss_mib": round(sample.rss_bytes / procstat.MIB, 1),
                     "synced": recorder.synced(),
                     "status_writes": sum(recorder.status_writes.values()),
                 }
@@ -271,18 +263,21 @@ async def monitor(op: OperatorProcess, recorder: Recorder, seen: Observations) -
         await asyncio.sleep(SAMPLE_SECONDS)
 
 
+def _loopback(port: int) -> Kube:
+    return Kube(Credentials(f"http://127.0.0.1:{port}"))
+
+
 async def probe_healthz(op: OperatorProcess, period: float, seen: Observations) -> None:
     """GET /healthz as the Deployment's probes do (every few seconds, 5 s timeout)."""
-    url = f"http://127.0.0.1:{op.liveness_port}/healthz"
-    timeout = aiohttp.ClientTimeout(total=5)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with _loopback(op.liveness_port) as kube:
         while op.proc.returncode is None:
             await asyncio.sleep(period)
             started = time.monotonic()
             try:
-                async with session.get(url) as response:
-                    await response.read()
-                    code = response.status
+                await kube.get_text("/healthz", timeout=5)
+                code = 200
+            except ApiError as exc:
+                code = exc.status
             except (aiohttp.ClientError, TimeoutError):
                 code = 0
             seen.healthz.append((started - op.started, time.monotonic() - started, code))
@@ -292,14 +287,10 @@ async def scrape_histograms(
     op: OperatorProcess, names: Iterable[str], timeout: float = 60.0
 ) -> dict[str, Histogram]:
     """The histograms ``names`` from the operator's /metrics now (those it serves)."""
-    url = f"http://127.0.0.1:{op.metrics_port}/metrics"
     try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout)) as session,
-            session.get(url) as response,
-        ):
-            text = await response.text()
-    except (aiohttp.ClientError, TimeoutError):
+        async with _loopback(op.metrics_port) as kube:
+            text = await kube.get_text("/metrics", timeout=timeout)
+    except (ApiError, aiohttp.ClientError, TimeoutError):
         return {}
     found = {name: parse_histogram(text, name) for name in names}
     return {name: h for name, h in found.items() if h is not None}
@@ -313,7 +304,7 @@ def _sampler(op: OperatorProcess, seen: Observations, name: str) -> Callable[[],
     """A callback that reads /proc at once (at the instant the stub saw the event)."""
 
     def take() -> None:
-        sample = procfs.sample(op.pid)
+        sample = procstat.sample(op.pid)
         if sample is not None:
             seen.samples[name] = sample
 
@@ -359,7 +350,7 @@ async def run_growth(
     the operator has created every one of their pods (which the stub runs) and the
     settle time more; the operator's longest pauses, CPU and RSS meanwhile."""
     before = await scrape_histograms(op, PAUSE_METRICS.values())
-    start = procfs.sample(op.pid)
+    start = procstat.sample(op.pid)
     started = time.monotonic()
     creations = recorder.pod_creations
     for i in range(options.grow):
@@ -373,7 +364,7 @@ async def run_growth(
     pods_s = time.monotonic() - started
     await asyncio.sleep(options.settle_seconds)  # the last pods run and their status lands
     after = await scrape_histograms(op, PAUSE_METRICS.values())
-    end = procfs.sample(op.pid)
+    end = procstat.sample(op.pid)
     out: dict[str, Any] = {
         "jobs": options.grow,
         "rate_per_s": options.grow_rate,
@@ -436,7 +427,7 @@ def probe_figures(created: dict[str, float], recorder: Recorder) -> dict[str, An
 
 # -- the level ------------------------------------------------------------------------------
 def _mib(value: int | None) -> float | None:
-    return round(value / procfs.MIB, 1) if value is not None else None
+    return round(value / procstat.MIB, 1) if value is not None else None
 
 
 def _lag(h: Histogram | None) -> dict[str, Any] | None:
@@ -504,7 +495,7 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
     dump.unlink(missing_ok=True)
     op_ref: list[OperatorProcess] = []
     if options.failover:
-        failover.seed_lease(seeded.store, SYSTEM_NAMESPACE)
+        lease.seed_lease(seeded.store, SYSTEM_NAMESPACE)
     if options.traced:
         server.gate = _baseline_gate(op_ref, dump)
     op = await start_operator(options, config_path, dump, options.logs / f"{stem}.log")
@@ -564,7 +555,7 @@ async def _measure(
     out |= _startup_figures(recorder, op, seen)
     seen.scrapes["synced"] = await scrape_lag(op)
     await asyncio.sleep(options.settle_seconds)
-    steady = procfs.sample(op.pid)
+    steady = procstat.sample(op.pid)
     out["rss_steady_mib"] = _mib(steady.rss_bytes) if steady else None
     seen.scrapes["steady"] = await scrape_lag(op)
     if options.traced:
@@ -576,7 +567,7 @@ async def _measure(
         await asyncio.sleep(2)  # the probes' own status writes land
         if options.grow:
             out["growth"] = await run_growth(seeded, recorder, options, op, level.pods_per_job)
-    final = procfs.sample(op.pid)
+    final = procstat.sample(op.pid)
     seen.scrapes["end"] = await scrape_lag(op)
     if final is not None:
         out["rss_peak_mib"] = _mib(final.hwm_bytes)
@@ -604,7 +595,7 @@ async def _fail_over(
         listed = recorder.pods_listed_at
         return listed is not None and time.monotonic() - listed >= WARM_SECONDS
 
-    if not await failover.hold_until(seeded.store, SYSTEM_NAMESPACE, warm, options.sync_timeout):
+    if not await lease.hold_until(seeded.store, SYSTEM_NAMESPACE, warm, options.sync_timeout):
         return {"error": "the standby was not sent every pod in time"}
     if recorder.status_writes:
         return {"error": "the standby wrote a job's status"}
@@ -634,7 +625,7 @@ def _startup_figures(recorder: Recorder, op: OperatorProcess, seen: Observations
         for u in recorder.expected
         if u in recorder.first_status_write
     ]
-    at_sync = seen.samples.get("synced") or procfs.sample(op.pid)
+    at_sync = seen.samples.get("synced") or procstat.sample(op.pid)
     listed = seen.samples.get("pods_listed")
     return {
         "synced": recorder.synced_at is not None,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from bench import audit
 from tests.conftest import KWOK_TOLERATION, REPO_ROOT
+from tests.support import audit
 from tests.support.wait import wait_until
 
 AUDIT_LOG = REPO_ROOT / ".cluster" / "logs" / "audit.log"

@@ -21,6 +21,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tests.e2e.support import kwok_template
+from tests.support.stub_api.patch import merge_patch
 
 Json = Any
 Path = tuple[str | int, ...]
@@ -156,19 +157,6 @@ def with_defects(doc: Json, defects: Sequence[Defect]) -> Json:
     for defect in defects:
         put(doc, defect.path, copy.deepcopy(defect.value))
     return doc
-
-
-def merge_patch(target: Json, patch: Json) -> Json:
-    """RFC 7386 JSON merge patch, as the API server applies ``--type=merge``."""
-    if not isinstance(patch, Mapping):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def without_nulls(doc: Json) -> Json:

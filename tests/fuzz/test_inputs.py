@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
+from tests.support.stub_api.patch import merge_patch
+
 from .inputs import (
     DELETE,
     INT32_MAX,
@@ -15,7 +17,6 @@ from .inputs import (
     Example,
     bounded,
     examples,
-    merge_patch,
     pods_wanted,
     with_defects,
     without_nulls,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -29,6 +29,7 @@ from paralleljob.core.sync import Event
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.events import JobRef
 from paralleljob.timeutil import format_time
+from tests.support.stub_api.patch import merge_patch
 
 JsonDict = dict[str, Any]
 T = TypeVar("T")
@@ -53,19 +54,6 @@ class _CrashRule:
     method: str | None
     countdown: int
     after: bool
-
-
-def merge_patch(target: JsonDict, patch: Mapping[str, Any]) -> None:
-    """RFC 7386 JSON merge patch, in place: None deletes, objects merge, the rest replaces."""
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, Mapping):
-            if not isinstance(target.get(key), dict):
-                target[key] = {}
-            merge_patch(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 def _stored(pod: PodInfo) -> JsonDict:
@@ -178,7 +166,7 @@ class FakeApi:
         meta = dict(patch.get("metadata") or {})
         if meta.pop("resourceVersion", None) not in (None, self.job["metadata"]["resourceVersion"]):
             raise ApiError(409, "Conflict", "the object has been modified")
-        merge_patch(self.job, {"metadata": meta, part: patch.get(part) or {}})
+        self.job = merge_patch(self.job, {"metadata": meta, part: patch.get(part) or {}})
         self.job["metadata"]["resourceVersion"] = str(next(self._rv))
         return copy.deepcopy(self.job)
 

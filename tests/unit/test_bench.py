@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from bench import audit, report
+from bench import report
 from bench.__main__ import Run, parse_args
 from bench.runner import USERS, Round, calls_per_pod
 from bench.scenarios import QUICK
 from bench.stats import Spread, percentile, window_rate
 from bench.workloads import CONTROLLERS, MANAGED_BY, Arm, job, jobs_path
+from tests.support import audit
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 T1 = datetime(2026, 1, 1, 12, 1, 0, tzinfo=UTC)

@@ -7,7 +7,7 @@ import math
 import time
 from typing import Any
 
-from bench import curve, pauses, report
+from bench import curve, promtext, report
 from bench.__main__ import Run, parse_args
 from bench.observer import Observer
 from bench.runner import Round
@@ -29,45 +29,46 @@ paralleljob_controller_event_loop_lag_seconds_bucket{le="+Inf"} 14.0
 
 
 def test_metrics_text_sums_the_samples_whose_labels_match() -> None:
-    samples = curve.parse_metrics(OPERATOR_TEXT)
-    assert curve.total(samples, "paralleljob_controller_jobs") == 1000
-    assert curve.total(samples, "paralleljob_controller_job_syncs_total") == 1050
+    samples = promtext.parse_metrics(OPERATOR_TEXT)
+    assert promtext.total(samples, "paralleljob_controller_jobs") == 1000
+    assert promtext.total(samples, "paralleljob_controller_job_syncs_total") == 1050
     assert (
-        curve.total(samples, "paralleljob_controller_job_syncs_total", action="pods_created") == 150
+        promtext.total(samples, "paralleljob_controller_job_syncs_total", action="pods_created")
+        == 150
     )
-    assert curve.total(samples, "absent") is None
+    assert promtext.total(samples, "absent") is None
     text = 'workqueue_depth{name="job",note="a,b"} 3\nworkqueue_depth{name="other"} 7\n'
-    kcm = curve.parse_metrics(text)
-    assert curve.total(kcm, "workqueue_depth", name="job") == 3
+    kcm = promtext.parse_metrics(text)
+    assert promtext.total(kcm, "workqueue_depth", name="job") == 3
     assert kcm["workqueue_depth"][0][0]["note"] == "a,b"
 
 
 def test_longest_pause_is_the_highest_bucket_that_gained_an_observation() -> None:
-    after = curve.buckets(curve.parse_metrics(OPERATOR_TEXT), pauses.LOOP_LAG)
+    after = promtext.buckets(promtext.parse_metrics(OPERATOR_TEXT), promtext.LOOP_LAG)
     assert after == {0.001: 10, 0.01: 12, 0.1: 14, math.inf: 14}
-    assert curve.longest_observation({}, after) == 0.1
+    assert promtext.longest_observation({}, after) == 0.1
     before = {0.001: 10, 0.01: 12, 0.1: 13, math.inf: 13}
-    assert curve.longest_observation(before, after) == 0.1
+    assert promtext.longest_observation(before, after) == 0.1
     before = {0.001: 10, 0.01: 11, 0.1: 13, math.inf: 13}
-    assert curve.longest_observation(before, after) == 0.01
+    assert promtext.longest_observation(before, after) == 0.01
     before = {0.001: 9, 0.01: 11, 0.1: 13, math.inf: 13}
-    assert curve.longest_observation(before, after) == 0.001
-    assert curve.longest_observation(after, after) == 0.0
-    assert curve.longest_observation(after, {**after, math.inf: 15}) == math.inf
+    assert promtext.longest_observation(before, after) == 0.001
+    assert promtext.longest_observation(after, after) == 0.0
+    assert promtext.longest_observation(after, {**after, math.inf: 15}) == math.inf
 
 
 def test_synced_once_every_job_was_handed_to_a_sync_and_the_queue_is_empty() -> None:
-    samples = curve.parse_metrics(OPERATOR_TEXT)
+    samples = promtext.parse_metrics(OPERATOR_TEXT)
     assert curve.operator_synced(samples, 1000)
     assert not curve.operator_synced(samples, 1001)
-    busy = curve.parse_metrics(OPERATOR_TEXT.replace("pending_sync 0.0", "pending_sync 3.0"))
+    busy = promtext.parse_metrics(OPERATOR_TEXT.replace("pending_sync 0.0", "pending_sync 3.0"))
     assert not curve.operator_synced(busy, 1000)
-    kcm = curve.parse_metrics(
+    kcm = promtext.parse_metrics(
         'workqueue_adds_total{name="job"} 1002\nworkqueue_depth{name="job"} 0\n'
     )
     assert curve.kcm_synced(kcm, 1000)
     assert not curve.kcm_synced(kcm, 2000)
-    queued = curve.parse_metrics(
+    queued = promtext.parse_metrics(
         'workqueue_adds_total{name="job"} 1002\nworkqueue_depth{name="job"} 5\n'
     )
     assert not curve.kcm_synced(queued, 1000)
@@ -215,9 +216,9 @@ def test_rss_per_pod_is_the_growth_from_the_lowest_level_to_the_top() -> None:
 
 
 def test_each_pause_histograms_longest_observation_is_its_figure() -> None:
-    before = {pauses.LOOP_LAG: {0.1: 1.0, math.inf: 1.0}}
+    before = {promtext.LOOP_LAG: {0.1: 1.0, math.inf: 1.0}}
     after = {
-        pauses.LOOP_LAG: {0.1: 1.0, 1.0: 2.0, math.inf: 2.0},
+        promtext.LOOP_LAG: {0.1: 1.0, 1.0: 2.0, math.inf: 2.0},
         "paralleljob_controller_event_loop_blocked_seconds": {0.05: 3.0, math.inf: 3.0},
         "paralleljob_controller_gc_full_collection_seconds": {},
     }

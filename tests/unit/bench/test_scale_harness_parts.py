@@ -7,8 +7,8 @@ import math
 
 import pytest
 
+from bench.promtext import parse_histogram
 from bench.scale import report
-from bench.scale.promtext import parse_histogram
 
 # -- metrics ----------------------------------------------------------------------------------
 SCRAPE = """# HELP lag x

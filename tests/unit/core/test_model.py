@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from bench.footprint import job_body, pod_body, pod_info, retained, wire
 from paralleljob import constants as c
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
@@ -30,6 +29,7 @@ from paralleljob.core.model import (
 )
 from paralleljob.core.pod_failure_policy import ContainerStatus, PodCondition, PodFailureFacts
 from paralleljob.timeutil import format_time, parse_time
+from tests.support.footprint import job_body, pod_body, pod_info, retained, wire
 
 from ..sim import T0
 
@@ -156,7 +156,7 @@ def test_the_pods_of_a_job_share_their_repeated_strings() -> None:
 
 def test_a_pod_info_keeps_a_few_hundred_bytes() -> None:
     """Bytes per PodInfo of 5 KB running pods as the API server returns them, five a
-    job (bench/footprint.py): 775 before slots and shared strings."""
+    job (tests/support/footprint.py): 775 before slots and shared strings."""
     jobs = [job_body(i) for i in range(100)]
     payloads = [wire(pod_body(job, k)) for job in jobs for k in range(5)]
     assert 4_500 < sum(map(len, payloads)) / len(payloads) < 5_500

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from bench.footprint import LAST_APPLIED, job_body, record_bytes, wire
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
     PodInfo,
@@ -20,6 +19,7 @@ from paralleljob.core.pods import new_pod_bodies
 from paralleljob.core.sync import PodPlan
 from paralleljob.shell.job_loops import loop_clock
 from paralleljob.shell.runtime import JobRuntime
+from tests.support.footprint import LAST_APPLIED, job_body, record_bytes, wire
 
 from .support import JOB, keeps
 
@@ -72,7 +72,7 @@ def test_the_record_keeps_no_managed_fields_and_no_last_applied_configuration(
 )
 def test_a_job_record_keeps_a_fraction_of_the_body(typical: bool, most: int) -> None:
     """Bytes kept per job of a body as the API server returns it, its parse included,
-    the body itself gone (bench/footprint.py): 19.3 KB and 153 KB when the runtime kept
+    the body itself gone (tests/support/footprint.py): 19.3 KB and 153 KB when the runtime kept
     the body; 4.5 KB and 56.8 KB with the template kept as a dict."""
     payloads = [wire(job_body(i, typical=typical)) for i in range(200)]
     size = sum(map(len, payloads)) / len(payloads)
