@@ -56,6 +56,15 @@ MSG_BACKOFF_LIMIT: Final = "Job has reached the specified backoff limit"
 MSG_DEADLINE: Final = "Job was active longer than specified deadline"
 MSG_COMPLETIONS_REACHED: Final = "Reached expected number of succeeded pods"
 
+#: Not upstream (spec.podStartDeadlineSeconds): the pod condition the operator writes,
+#: with the phase Failed, on a pod of the job that did not start in time, before it
+#: deletes the pod; so that podFailurePolicy's onPodConditions can name it. A qualified
+#: name with the operator's domain, as a condition that a component outside Kubernetes
+#: adds to a pod should have (no clash with a later built-in type).
+POD_COND_START_DEADLINE_EXCEEDED: Final = f"{GROUP}/PodStartDeadlineExceeded"
+#: That condition's reason, and the reason of the Warning Event on the job.
+REASON_POD_START_DEADLINE_EXCEEDED: Final = "PodStartDeadlineExceeded"
+
 # Pod phases.
 PENDING: Final = "Pending"
 RUNNING: Final = "Running"

@@ -66,6 +66,7 @@ KNOWN_FIELDS: dict[Path, frozenset[str]] = {
             "podReplacementPolicy",
             "managedBy",
             "podFailureBackoff",
+            "podStartDeadlineSeconds",
         }
     ),
     ("spec", "template"): frozenset({"metadata", "spec"}),

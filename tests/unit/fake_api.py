@@ -23,8 +23,10 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+from paralleljob import constants as c
 from paralleljob.core.kind import PARALLELJOB, JobKind
 from paralleljob.core.model import PodInfo, parse_pod
+from paralleljob.core.pod_failure_policy import PodCondition, PodFailureFacts
 from paralleljob.core.sync import Event
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.events import JobRef
@@ -203,6 +205,21 @@ class FakeApi:
             return _stored(pod)
 
         return self._call(Call("remove_pod_finalizer", name), remove)
+
+    async def fail_pod(self, namespace: str, name: str, uid: str, condition: JsonDict) -> JsonDict:
+        """The pod Failed, with ``condition`` among the conditions a pod failure policy
+        reads (one of its type replaced), as parse_pod would read the pod back."""
+
+        def fail() -> JsonDict:
+            pod = self._pod(name, uid)
+            facts = pod.failure or PodFailureFacts(namespace=pod.namespace, name=pod.name)
+            added = PodCondition(type=condition["type"], status=condition["status"])
+            kept = tuple(x for x in facts.conditions if x.type != added.type)
+            failure = replace(facts, conditions=(*kept, added))
+            self.pods[uid] = replace(pod, phase=c.FAILED, finished_at=self._now(), failure=failure)
+            return _stored(pod)
+
+        return self._call(Call("fail_pod", name, condition), fail)
 
     async def adopt_pod(
         self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str

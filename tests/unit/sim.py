@@ -188,6 +188,7 @@ class Sim:
                 "podFailurePolicy": _pod_failure_policy(spec.pod_failure_policy),
                 "managedBy": spec.managed_by,
                 "podFailureBackoff": _pod_failure_backoff(spec),
+                "podStartDeadlineSeconds": spec.pod_start_deadline_seconds,
                 "template": {"spec": template},
             },
             "status": status_to_dict(job.status),

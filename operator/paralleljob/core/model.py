@@ -93,6 +93,9 @@ class JobSpec:
     managed_by: str | None = None
     #: spec.podFailureBackoff (None: unset).
     pod_failure_backoff: PodFailureBackoff | None = None
+    #: spec.podStartDeadlineSeconds (not in the Job; None: unset): a pod not started this
+    #: long after its creation is failed and deleted (pod_start_deadline.py).
+    pod_start_deadline_seconds: int | None = None
     #: The pod template's container names and images, each comma-joined as kubectl's
     #: printJob lays them out (status.containersText, status.imagesText).
     containers_text: str = ""
@@ -180,6 +183,9 @@ class PodInfo:
     ready: bool = False
     ready_since: datetime | None = None
     node_assigned: bool = False
+    #: A container (an init container included) is running or has run: the pod has
+    #: started, whatever its phase says (spec.podStartDeadlineSeconds reads it).
+    started: bool = False
     #: Sum of restartCount over init and regular containers (OnFailure accounting).
     restarts: int = 0
     #: Highest restartCount of a regular container (scale-down ordering).
@@ -341,6 +347,13 @@ def parse_pod_failure_backoff(spec: Mapping[str, Any]) -> PodFailureBackoff | No
     )
 
 
+def _positive_int(value: object) -> int | None:
+    """A field whose CRD minimum is 1: None unless a positive integer (a value an older
+    CRD let through is taken as unset, not as "at once")."""
+    parsed = _int(value, None)
+    return parsed if parsed is not None and parsed > 0 else None
+
+
 def template_texts(spec: Mapping[str, Any]) -> tuple[str, str]:
     """layoutContainerCells (kubectl's printJob, -o wide): the names and the images of
     spec.template.spec.containers, each joined by "," (a missing one as "")."""
@@ -394,6 +407,7 @@ def parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         pod_failure_policy=pod_failure_policy,
         managed_by=_str(spec.get("managedBy")),
         pod_failure_backoff=parse_pod_failure_backoff(spec),
+        pod_start_deadline_seconds=_positive_int(spec.get("podStartDeadlineSeconds")),
         containers_text=containers_text,
         images_text=images_text,
     )
@@ -526,6 +540,20 @@ def _exited_non_zero(statuses: Sequence[Any]) -> bool:
     return False
 
 
+def _container_started(statuses: Sequence[Any]) -> bool:
+    """A container of ``statuses`` is running, has terminated, or terminated before its
+    restart (lastState): it got to run. One still waiting (pulling its image, being
+    created) has not."""
+    for raw in statuses:
+        status = _as_dict(raw)
+        state = _as_dict(status.get("state"))
+        if "running" in state or "terminated" in state:
+            return True
+        if "terminated" in _as_dict(status.get("lastState")):
+            return True
+    return False
+
+
 def needs_failure_facts(
     phase: str, deleting: bool, containers: Sequence[Any], init_containers: Sequence[Any]
 ) -> bool:
@@ -587,6 +615,7 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
         ready=ready_cond is not None,
         ready_since=parse_time(ready_cond.get("lastTransitionTime")) if ready_cond else None,
         node_assigned=bool(spec.get("nodeName")),
+        started=_container_started(containers) or _container_started(init_containers),
         restarts=sum(restarts) + sum(init_restarts),
         max_restarts=max(restarts, default=0),
         created=parse_time(meta.get("creationTimestamp")),

@@ -23,13 +23,15 @@ step's API calls achieved, exactly as upstream interleaves them
 A pod is therefore counted exactly once, whatever crashes between the steps.
 
 Indexed jobs, podReplacementPolicy, successPolicy, podFailurePolicy and
-backoffLimitPerIndex hook in where upstream's syncJob branches on them; the decisions
+backoffLimitPerIndex hook in where upstream's syncJob branches on them, and
+podStartDeadlineSeconds (not upstream) where manageJob would create pods; the decisions
 themselves are in :mod:`.indexed` (which indexes succeeded or failed, which to create,
 duplicate indexes to remove, ``completedIndexes``, ``failedIndexes``; the indexes are
 :mod:`.intervals`' ordered intervals), :mod:`.active_pods` (the order in which pods go),
 :mod:`.success_policy` (whether a rule is met), :mod:`.pod_failure_policy` (the FailJob
 verdict, which failures count), :mod:`.backoff` (job-wide and per-index back-off, the
-job's own podFailureBackoff) and :mod:`.tracking` (how a finished pod is recorded).
+job's own podFailureBackoff), :mod:`.pod_start_deadline` (which pods did not start in
+time) and :mod:`.tracking` (how a finished pod is recorded).
 """
 
 from __future__ import annotations
@@ -74,6 +76,13 @@ from .pod_failure_policy import (
     REASON_POD_FAILURE_POLICY,
     fail_job_message,
     non_ignored_failed_count,
+)
+from .pod_start_deadline import (
+    NO_DEADLINES,
+    StartDeadlines,
+    event_message,
+    failed_condition,
+    start_deadlines,
 )
 from .success_policy import REASON_SUCCESS_POLICY, matches_success_policy
 from .tracking import (
@@ -126,7 +135,8 @@ class SyncContext:
     #: jobCtx.finishedCondition before any pod changes: a stored SuccessCriteriaMet,
     #: Failed for a stored FailureTarget, or a new FailureTarget.
     verdict: Condition | None
-    #: Seconds until activeDeadlineSeconds runs out, while it has not.
+    #: Seconds until activeDeadlineSeconds runs out, while it has not, or until the
+    #: next unstarted pod's podStartDeadlineSeconds does, if sooner.
     deadline_requeue: float | None
     #: Indexed jobs: status.completedIndexes (prevSucceededIndexes), and those with the
     #: indexes of the succeeded pods not counted yet (succeededIndexes).
@@ -135,6 +145,9 @@ class SyncContext:
     #: With backoffLimitPerIndex: the failed indexes (jobCtx.failedIndexes) and each
     #: index's last failed pod (podsWithDelayedDeletionPerIndex); None otherwise.
     index_failures: IndexFailures | None = None
+    #: podStartDeadlineSeconds: the active pods that did not start in time (while the
+    #: job has no verdict).
+    start_deadlines: StartDeadlines = NO_DEADLINES
 
     @property
     def job(self) -> Job:
@@ -167,9 +180,14 @@ class PodPlan:
     #: True for scale-down and suspend (such pods are never counted as failures);
     #: False when a job's active pods are deleted for its verdict (they count as failed).
     remove_finalizer_before_delete: bool = True
+    #: podStartDeadlineSeconds: the pod condition each pod of ``delete`` gets, with the
+    #: phase Failed, before it is deleted (it counts as failed, and a pod failure policy
+    #: can match the condition); None for every other deletion.
+    fail_condition: Condition | None = None
     #: Seconds until the next sync is needed for this plan (back-off, deadline).
     requeue_after: float | None = None
-    #: Why, for logs: "create", "scale-down", "suspend", "fail", "backoff", "".
+    #: Why, for logs: "create", "scale-down", "suspend", "fail", "start-deadline",
+    #: "backoff", "".
     reason: str = ""
 
 
@@ -347,7 +365,8 @@ def sync_context(inp: SyncInput) -> SyncContext:
         succeeded = intervals_total(indexes)
     start_time = _start_time(inp)
     verdict = _verdict(inp, failed, start_time)
-    deadline_requeue = _deadline_requeue(inp, start_time) if verdict is None else None
+    unstarted = start_deadlines(job.spec, active, inp.now) if verdict is None else NO_DEADLINES
+    deadline_requeue = _deadline_requeue(inp, start_time, unstarted) if verdict is None else None
     index_failures = job_index_failures(job, inp.pods, indexes, inp.expected_removed_finalizers)
     if verdict is None:
         verdict = _failed_indexes_verdict(inp, index_failures, indexes)
@@ -368,6 +387,7 @@ def sync_context(inp: SyncInput) -> SyncContext:
         prev_succeeded_indexes=prev_indexes,
         succeeded_indexes=indexes,
         index_failures=index_failures,
+        start_deadlines=unstarted,
     )
 
 
@@ -455,13 +475,16 @@ def _success_policy_verdict(inp: SyncInput, succeeded: OrderedIntervals) -> Cond
     )
 
 
-def _deadline_requeue(inp: SyncInput, start_time: datetime | None) -> float | None:
-    """When to sync again for activeDeadlineSeconds (syncJob's queue.AddAfter)."""
+def _deadline_requeue(
+    inp: SyncInput, start_time: datetime | None, unstarted: StartDeadlines
+) -> float | None:
+    """When to sync again for activeDeadlineSeconds (syncJob's queue.AddAfter), or for
+    the next unstarted pod's podStartDeadlineSeconds if that comes first."""
     spec = inp.job.spec
     if spec.active_deadline_seconds is None or spec.suspend or not start_time:
-        return None
+        return unstarted.next_in
     elapsed = (inp.now - start_time).total_seconds()
-    return max(spec.active_deadline_seconds - elapsed, 0.0)
+    return _min_delay(max(spec.active_deadline_seconds - elapsed, 0.0), unstarted.next_in)
 
 
 # ----------------------------------------------------------------------------- step 1
@@ -497,11 +520,28 @@ def _manage_job(ctx: SyncContext) -> PodPlan:
     surplus = _pods_for_removal(ctx, active - want)[:limit]
     if surplus:
         return PodPlan(delete=surplus, reason="scale-down", requeue_after=ctx.deadline_requeue)
+    # After scale-down, which removes unscheduled and Pending pods first and uncounted.
+    if ctx.start_deadlines.expired:
+        return _fail_unstarted_pods(ctx, limit)
     # With podReplacementPolicy Failed, a terminating pod is replaced once it has failed.
     terminating = ctx.terminating if spec.only_replace_failed else 0
     if want - terminating > active:
         return _create_after_backoff(ctx, min(want - terminating - active, limit))
     return PodPlan(requeue_after=ctx.deadline_requeue)
+
+
+def _fail_unstarted_pods(ctx: SyncContext, limit: int) -> PodPlan:
+    """podStartDeadlineSeconds: the pods that did not start in time are failed and
+    deleted with their finalizer on, so that each counts as one failed pod."""
+    deadline = ctx.job.spec.pod_start_deadline_seconds
+    assert deadline is not None  # start_deadlines found pods past it
+    return PodPlan(
+        delete=ctx.start_deadlines.expired[:limit],
+        remove_finalizer_before_delete=False,
+        fail_condition=failed_condition(deadline, ctx.now),
+        reason="start-deadline",
+        requeue_after=ctx.deadline_requeue,
+    )
 
 
 def _pods_for_removal(ctx: SyncContext, count: int) -> tuple[PodInfo, ...]:
@@ -599,7 +639,8 @@ def track(ctx: SyncContext, plan: PodPlan, outcome: PodOutcome) -> Tracked:
     if ctx.verdict is None and verdict is None and _may_manage_pods(ctx):
         status, events = _update_suspended_condition(ctx, status)
     status, create_events = _update_pod_creation_condition(status, outcome, ctx.now)
-    return _track_job_status(ctx, status, verdict, (*events, *create_events))
+    deadline_events = _start_deadline_events(ctx, plan, outcome)
+    return _track_job_status(ctx, status, verdict, (*events, *create_events, *deadline_events))
 
 
 def _release_leftover_finalizers(ctx: SyncContext) -> Tracked:
@@ -621,11 +662,30 @@ def _release_leftover_finalizers(ctx: SyncContext) -> Tracked:
 def _pod_counts(ctx: SyncContext, plan: PodPlan, outcome: PodOutcome) -> _PodCounts:
     done = set(outcome.deleted)
     deleted = [p for p in plan.delete if p.uid in done]
+    # A pod failed before its deletion (fail_condition) has finished: not terminating.
+    terminating = 0 if plan.fail_condition is not None else len(deleted)
     return _PodCounts(
         active=len(ctx.active) - len(deleted) + outcome.created,
         ready=ctx.ready - sum(1 for p in deleted if p.ready),
-        terminating=ctx.terminating + len(deleted),
+        terminating=ctx.terminating + terminating,
         deleted=len(deleted),
+    )
+
+
+def _start_deadline_events(
+    ctx: SyncContext, plan: PodPlan, outcome: PodOutcome
+) -> tuple[Event, ...]:
+    """A Warning Event on the job for each pod failed and deleted for its start
+    deadline (only those whose writes succeeded)."""
+    deadline = ctx.job.spec.pod_start_deadline_seconds
+    if plan.fail_condition is None or deadline is None:
+        return ()
+    done = set(outcome.deleted)
+    reason = c.REASON_POD_START_DEADLINE_EXCEEDED
+    return tuple(
+        Event(WARNING, reason, event_message(p.name, deadline))
+        for p in plan.delete
+        if p.uid in done
     )
 
 

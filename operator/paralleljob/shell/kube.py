@@ -20,6 +20,7 @@ from typing import Any
 from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
+from .. import constants as c
 from ..core.kind import PARALLELJOB, JobKind
 from ..json_types import JsonDict
 from . import metrics
@@ -292,6 +293,21 @@ class Kube:
         the kind's tracking finalizers."""
         patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": list(self.kind.finalizers)}}
         return await self._patch_pod(namespace, name, patch)
+
+    async def fail_pod(self, namespace: str, name: str, uid: str, condition: JsonDict) -> JsonDict:
+        """utilpod.PatchPodStatus's strategic merge patch of the status subresource, the
+        uid in it as precondition (a pod of that name but another uid refuses it): the
+        phase Failed, and the condition merged into the pod's by its type."""
+        patch = {
+            "metadata": {"uid": uid},
+            "status": {"phase": c.FAILED, "conditions": [condition]},
+        }
+        return await self.request(
+            "PATCH",
+            self.pods_path(namespace, name) + "/status",
+            body=patch,
+            content_type=STRATEGIC_MERGE_PATCH,
+        )
 
     async def adopt_pod(
         self, namespace: str, name: str, uid: str, owner: JsonDict, finalizer: str

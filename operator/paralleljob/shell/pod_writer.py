@@ -1,7 +1,8 @@
 """Pod writes (upstream's ``podControl`` and the pod half of ``manageJob``): creations in
-slow-start batches, deletions, finalizer removals, each recorded in the job's
-expectations until the pod watch shows it; and pods left without a job (orphans, pods
-that left the watch) released of their tracking finalizer."""
+slow-start batches, deletions (a pod past podStartDeadlineSeconds failed first),
+finalizer removals, each recorded in the job's expectations until the pod watch shows
+it; and pods left without a job (orphans, pods that left the watch) released of their
+tracking finalizer."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from ..config import ControllerConfig
-from ..core.model import PodInfo
+from ..core.model import Condition, PodInfo, condition_to_dict
 from ..core.pods import new_pod_bodies
 from ..core.sync import PodOutcome, PodPlan
 from ..json_types import JsonDict
@@ -83,7 +84,10 @@ class PodWriter:
 
     async def _delete_pods(self, rt: JobRuntime, plan: PodPlan) -> PodOutcome:
         results = await asyncio.gather(
-            *(self._delete_pod(rt, p, plan.remove_finalizer_before_delete) for p in plan.delete)
+            *(
+                self._delete_pod(rt, p, plan.remove_finalizer_before_delete, plan.fail_condition)
+                for p in plan.delete
+            )
         )
         return PodOutcome(
             deleted=tuple(p.uid for p, ok in zip(plan.delete, results, strict=True) if ok)
@@ -138,8 +142,19 @@ class PodWriter:
         )
         return None
 
-    async def _delete_pod(self, rt: JobRuntime, pod: PodInfo, remove_finalizer: bool) -> bool:
-        """deleteJobPods: the finalizer first when the pod must not count as failed."""
+    async def _delete_pod(
+        self,
+        rt: JobRuntime,
+        pod: PodInfo,
+        remove_finalizer: bool,
+        fail_condition: Condition | None = None,
+    ) -> bool:
+        """deleteJobPods: the finalizer first when the pod must not count as failed; a
+        pod given ``fail_condition`` (podStartDeadlineSeconds) is failed first, and is
+        not deleted unless that write succeeded, so that a pod deleted for its start
+        deadline always carries the condition a pod failure policy looks for."""
+        if fail_condition is not None and not await self._fail_pod(rt, pod, fail_condition):
+            return False
         expectations = rt.pods.expectations
         try:
             if remove_finalizer and pod.has_finalizer:
@@ -161,6 +176,27 @@ class PodWriter:
             return False
         expectations.expect_deletion(pod.uid, self.monotonic())
         self.recorder.record(rt.ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod.name}")
+        return True
+
+    async def _fail_pod(self, rt: JobRuntime, pod: PodInfo, condition: Condition) -> bool:
+        """The phase Failed and ``condition`` on the pod; whether they were written. The
+        next sync waits for the cache to show the version written (read-your-writes:
+        until then the pod would look unstarted). A pod already gone was not failed by
+        this write: no Event says it was."""
+        try:
+            failed = await self.api.fail_pod(
+                rt.namespace, pod.name, pod.uid, condition_to_dict(condition)
+            )
+        except ApiError as exc:
+            if not exc.not_found:
+                self.recorder.record(
+                    rt.ref, "Warning", "FailedDelete", f"Error deleting: {exc.message}"
+                )
+                log.warning(
+                    "%s/%s: failing pod %s failed: %s", rt.namespace, rt.name, pod.name, exc
+                )
+            return False
+        rt.own_writes.wrote(PODS, failed.get("metadata", {}).get("resourceVersion"))
         return True
 
     async def remove_finalizers(self, rt: JobRuntime, pods: Iterable[PodInfo]) -> list[str]:

@@ -44,6 +44,8 @@ SURFACE = {
     "parse_pod",
     "spec_defaults_patch",
     "status_to_dict",
+    # A pod condition as JSON (podStartDeadlineSeconds' PodPlan.fail_condition).
+    "condition_to_dict",
     "is_finished",
     # spec.managedBy (managed_by.py).
     "managed_by_external_controller",

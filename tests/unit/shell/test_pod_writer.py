@@ -1,21 +1,26 @@
 """The pod writer (pod_writer.py): slow start that resumes where a successful one ended;
-at most ``concurrent_creating_syncs`` syncs creating pods at once."""
+at most ``concurrent_creating_syncs`` syncs creating pods at once; a pod past
+podStartDeadlineSeconds failed (its condition written) before it is deleted, and not
+deleted unless that write succeeded."""
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.core.model import PodInfo, condition_to_dict
+from paralleljob.core.pod_start_deadline import failed_condition
 from paralleljob.core.sync import PodPlan
 from paralleljob.json_types import JsonDict
 from paralleljob.shell.api import ApiError
 from paralleljob.shell.runtime import JobRuntime
 
-from ..fake_api import FakeApi
+from ..fake_api import FakeApi, FakeRecorder
 from .support import JOB, controller_for, job_named, until
 
 
@@ -76,5 +81,89 @@ def test_at_most_concurrent_creating_syncs_create_pods_at_once(creating_syncs: i
         outcomes = await asyncio.gather(*applied)
         assert [o.created for o, _ in outcomes] == [1, 1]
         assert api.most_in_flight == creating_syncs
+
+    asyncio.run(scenario())
+
+
+# ------------------------------------------------------------ podStartDeadlineSeconds
+def _pending(api: FakeApi, name: str) -> PodInfo:
+    """A pod of the job that never started, as the pod cache holds it."""
+    pod = PodInfo(name, f"uid-{name}", c.PENDING, namespace="ns", label_uid="job-uid")
+    api.pods[pod.uid] = pod
+    return pod
+
+
+#: The condition a pod past a 5 s podStartDeadlineSeconds gets.
+DEADLINE_CONDITION = failed_condition(5, datetime(2026, 1, 1, 12, tzinfo=UTC))
+#: As the status write sends it.
+WRITTEN = condition_to_dict(DEADLINE_CONDITION)
+
+
+def _deadline_plan(*pods: PodInfo) -> PodPlan:
+    return PodPlan(
+        delete=pods,
+        remove_finalizer_before_delete=False,
+        fail_condition=DEADLINE_CONDITION,
+        reason="start-deadline",
+    )
+
+
+def test_a_pod_past_its_start_deadline_is_failed_then_deleted_finalizer_on() -> None:
+    async def scenario() -> None:
+        api = FakeApi(JOB)
+        writer = controller_for(api).pods
+        rt = JobRuntime(api.job)
+        plan = _deadline_plan(_pending(api, "a"), _pending(api, "b"))
+        outcome, retry_in = await writer.apply(rt, plan)
+        assert (outcome.deleted, retry_in) == (("uid-a", "uid-b"), None)
+        for name in ("a", "b"):
+            made = [(x.method, x.body) for x in api.calls if x.name == name]
+            assert made == [("fail_pod", WRITTEN), ("delete_pod", None)]
+            pod = api.pods[f"uid-{name}"]
+            assert (pod.phase, pod.deleting, pod.has_finalizer) == (c.FAILED, True, True)
+        # Expected gone, as any deletion: no sync creates the replacement before the
+        # cache shows the pod deleted.
+        assert rt.pods.expectations.oldest() is not None
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("error", "event"),
+    [
+        (ApiError(500, "InternalError", "etcdserver: request timed out"), True),
+        # The uid in the patch as precondition: the API server refuses to change it.
+        (ApiError(422, "Invalid", 'metadata.uid: Invalid value: "x": field is immutable'), True),
+        (ApiError(404, "NotFound", 'pods "a" not found'), False),
+    ],
+    ids=["refused", "another pod of that name", "gone"],
+)
+def test_a_pod_whose_condition_was_not_written_is_not_deleted(error: ApiError, event: bool) -> None:
+    """Deleted without the condition, the pod would count as an unexplained failure that
+    no pod failure policy rule on the condition matches: it waits for the next sync."""
+
+    async def scenario() -> None:
+        api = FakeApi(JOB)
+        controller = controller_for(api)
+        rt = JobRuntime(api.job)
+        api.fail("fail_pod", error)
+        outcome, _ = await controller.pods.apply(rt, _deadline_plan(_pending(api, "a")))
+        assert outcome.deleted == ()
+        assert [x.method for x in api.calls] == ["fail_pod"]
+        assert api.pods["uid-a"].active
+        assert isinstance(controller.pods.recorder, FakeRecorder)
+        recorded = [e.reason for e in controller.pods.recorder.events]
+        assert recorded == (["FailedDelete"] if event else [])
+
+    asyncio.run(scenario())
+
+
+def test_other_deletions_write_no_condition() -> None:
+    async def scenario() -> None:
+        api = FakeApi(JOB)
+        writer = controller_for(api).pods
+        plan = PodPlan(delete=(_pending(api, "a"),), reason="scale-down")
+        await writer.apply(JobRuntime(api.job), plan)
+        assert [x.method for x in api.calls] == ["remove_pod_finalizer", "delete_pod"]
 
     asyncio.run(scenario())
