@@ -1,42 +1,17 @@
 """The operator's caches: every job's pods, and the jobs, listed and watched by its own
-informers (shell/informer.py), each pod read once into a PodInfo (kind.kind_of_pod says
-as what kind's) and filed by its jobs' uids (pod_cache.py).
+informers (informer.py), each pod read once into a PodInfo (kind.kind_of_pod says as
+what kind's) and filed by its jobs' uids (pod_cache.py).
 
-One watch per kind of object (issue 34): the jobs' informers are also what the job loops
-read. Each job listed, added or modified is handed whole to its kind's controller
-(Controller.job_seen: its loop starts, or is given the newer version), each deletion
-ends its loop (Controller.job_deleted). kopf runs the operator (its start-up, the
-probes, the login) but watches no job: it would be a second stream of the same jobs, in
-no fixed order with this one (a late event of one after the other's deletion restarted
-a deleted job's loop), and neither the standby's records nor the takeover's catch-up
-below could be built on it (kopf starts only once leading, and keeps its resourceVersion
-and bookmarks to itself).
-
-The caches need no controller, so they start before any: under a leader election as
-soon as the process stands by (cli.py), so that a standby takes over with them in sync
-(a warm standby: listing 50,000 pods took 10 s on an idle API server and 16-27 s on a
-busy one, issue 23, and is off the failover's path); without one at kopf's startup. The
-controllers are attached once the process leads: each then sees every pod already
-cached, as a listing would have handed it on (orphans among them are judged then), and
-runs every job the standby kept a record of (job_record: what a runtime reads, 1-2 KB of
-JSON), the new ones first (a job created during a failover, listed last, had its first
-pod 18-30 s after the takeover at 10,000 jobs when the new leader listed them again,
-issue 23). Once leading, no record is kept: the informer's events keep each job's
-version up to date.
-
-No job syncs before the pods are listed, no pod is judged an orphan before the jobs are
-(CacheSync). No index of kopf's, so no barrier that holds every handler until every
-object is indexed (issue 23: CPU quadratic in the objects).
-
-A takeover trusts nothing stale (issue 34). What a standby cached may lack the last
-writes of the leader it replaces (its watch a little behind, or that leader paused and
-resumed): pods it created, finalizers it removed, counts it wrote. A new job record, or
-a sync, built on that would create pods again or count a pod twice. So under an election
-the controllers attach only once every job informer has caught up with the API server as
-of the takeover (Informer.catch_up: the current resourceVersion read after the Lease was
-taken, then the watch's events, or a bookmark, up to it), and no job syncs before the
-pod informers have too (CacheSync.current). A cache already at that version costs one
-LIST of one object per informer; a quiet one waits for a bookmark, about a second.
+One watch per kind of object: the jobs' informers are also what the job loops read. Each
+job listed, added or modified goes whole to its kind's controller (Controller.job_seen),
+each deletion ends its loop (Controller.job_deleted); kopf watches no job. The caches
+need no controller, so under a leader election they start as soon as the process stands
+by (a warm standby, with a record of each job: job_records.py); the controllers attach
+once it leads, and then only after every job informer has caught up with the API server
+as of the takeover (Informer.catch_up); no job syncs before the pod informers have too
+(CacheSync.current), no pod is judged an orphan before the jobs are listed. Why each of
+these, with the measurements: docs/design.md, "A warm standby", "One watch per kind" and
+"A takeover trusts nothing stale".
 
 The pod watch is filtered on the server by the label every pod the operator creates
 carries (kind.WATCH_LABEL), except with PJ_MANAGE_JOBS=all: then the pods the built-in
