@@ -18,6 +18,9 @@ PLURAL: Final = "paralleljobs"
 #: Labels put on every pod of a ParallelJob (the job's name and its uid).
 LABEL_JOB_NAME: Final = f"{GROUP}/job-name"
 LABEL_CONTROLLER_UID: Final = f"{GROUP}/controller-uid"
+#: A pod's deletion cost (an int32; lower goes first), as ReplicaSets honour it
+#: (controller_utils.go ActivePodsWithRanks); a ParallelJob's scale-down does too.
+POD_DELETION_COST: Final = "controller.kubernetes.io/pod-deletion-cost"
 
 #: The operator's own tracking finalizer, on the pods of ParallelJobs and of the Jobs
 #: whose spec.managedBy names the operator (KEP-4368: an external controller must not use

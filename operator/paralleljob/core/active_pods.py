@@ -6,11 +6,16 @@ Ports what ``pkg/controller/job`` uses of ``pkg/controller/controller_utils.go``
 It sits below its two users: scale-down in the core (``sync.pods_for_removal``,
 upstream's ``activePodsForRemoval``) and an Indexed job's duplicate indexes
 (``indexed.append_duplicated_index_pods_for_removal``).
+
+A ParallelJob's order also honours ``controller.kubernetes.io/pod-deletion-cost``
+(:func:`removal_order_key_by_cost`), as a ReplicaSet's does (``ActivePodsWithRanks.Less``
+rule 4: after unassigned < assigned, phase and readiness, before the rest); a batch/v1
+Job keeps upstream's Job order (:func:`removal_key`, by ``JobKind.honours_deletion_cost``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from .. import constants as c
@@ -24,6 +29,9 @@ def active_pods(pods: Iterable[PodInfo]) -> list[PodInfo]:
 
 def _ts(value: datetime | None) -> float:
     return value.timestamp() if value is not None else 0.0
+
+
+RemovalKey = Callable[[PodInfo], tuple[int | float, ...]]
 
 
 def removal_order_key(pod: PodInfo) -> tuple[int, int, int, float, int, float]:
@@ -41,3 +49,18 @@ def removal_order_key(pod: PodInfo) -> tuple[int, int, int, float, int, float]:
         -pod.max_restarts,
         created,
     )
+
+
+def removal_order_key_by_cost(pod: PodInfo) -> tuple[int, int, int, int, float, int, float]:
+    """:func:`removal_order_key` with the pod's deletion cost (lower first) after its
+    readiness, where ``ActivePodsWithRanks.Less`` compares it: a cost never overrides
+    unassigned < assigned, Pending < Unknown < Running or not ready < ready. (Upstream's
+    rank, rule 5, counts a ReplicaSet's ready pods on the same node: a Job has none.)"""
+    assigned, phase_rank, ready, ready_since, restarts, created = removal_order_key(pod)
+    return (assigned, phase_rank, ready, pod.deletion_cost, ready_since, restarts, created)
+
+
+def removal_key(by_deletion_cost: bool) -> RemovalKey:
+    """The order of a kind's pods: with their deletion cost (a ParallelJob's), or
+    upstream's Job order exactly (a batch/v1 Job's)."""
+    return removal_order_key_by_cost if by_deletion_cost else removal_order_key

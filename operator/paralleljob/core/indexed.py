@@ -36,7 +36,7 @@ from datetime import datetime
 from typing import Final
 
 from .. import constants as c
-from .active_pods import removal_order_key
+from .active_pods import RemovalKey, removal_order_key
 from .intervals import (
     OrderedIntervals,
     intervals_has,
@@ -266,7 +266,7 @@ def _int32_increment(value: int) -> int:
 
 # ---------------------------------------------------------------------- scale-down order
 def _pods_with_same_index_for_removal_and_remaining(
-    pods: Sequence[PodInfo], index: int
+    pods: Sequence[PodInfo], index: int, key: RemovalKey = removal_order_key
 ) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
     """appendPodsWithSameIndexForRemovalAndRemaining, returning (removed, remaining):
     pods without an index all go; of several pods with one index, all go but the one
@@ -275,7 +275,7 @@ def _pods_with_same_index_for_removal_and_remaining(
         return tuple(pods), ()
     if len(pods) == 1:
         return (), (pods[0],)
-    ordered = sorted(pods, key=removal_order_key)
+    ordered = sorted(pods, key=key)
     return tuple(ordered[:-1]), (ordered[-1],)
 
 
@@ -284,12 +284,15 @@ def append_duplicated_index_pods_for_removal(
     left: Sequence[PodInfo],
     pods: Sequence[PodInfo],
     completions: int,
+    *,
+    key: RemovalKey = removal_order_key,
 ) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
     """appendDuplicatedIndexPodsForRemoval: of the active ``pods``, those to delete
     appended to ``rm`` and those to keep appended to ``left``, as new tuples.
 
     Pods without an index or with one at or above ``completions`` go; of n pods with the
-    same index, n-1 go (see _pods_with_same_index_for_removal_and_remaining).
+    same index, n-1 go (see _pods_with_same_index_for_removal_and_remaining), in the
+    order of ``key`` (a ParallelJob's honours the pods' deletion cost).
     """
     ordered = by_completion_index(pods)
     removed, remaining = list(rm), list(left)
@@ -303,7 +306,7 @@ def append_duplicated_index_pods_for_removal(
             break
         if ix != last_index:
             out, keep = _pods_with_same_index_for_removal_and_remaining(
-                ordered[first_repeat:i], last_index
+                ordered[first_repeat:i], last_index, key
             )
             removed.extend(out)
             remaining.extend(keep)
@@ -311,7 +314,7 @@ def append_duplicated_index_pods_for_removal(
             last_index = ix
         looped += 1
     out, keep = _pods_with_same_index_for_removal_and_remaining(
-        ordered[first_repeat:looped], last_index
+        ordered[first_repeat:looped], last_index, key
     )
     return (*removed, *out), (*remaining, *keep)
 

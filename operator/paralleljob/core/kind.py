@@ -6,8 +6,9 @@ A kind names its API (group, version, plural, status subresource), the keys of t
 labels and annotations it puts on its pods, its tracking finalizers, the owner
 reference its pods carry, the spec defaults the operator writes, which values of
 spec.managedBy it reconciles, which status fields its API stores, whether its printed
-DURATION needs the operator to write ``status.durationText``, and whether the operator
-deletes its finished jobs at ``ttlSecondsAfterFinished``. Two kinds: :data:`PARALLELJOB`
+DURATION needs the operator to write ``status.durationText``, whether the operator
+deletes its finished jobs at ``ttlSecondsAfterFinished``, and whether scale-down honours
+the pods' ``controller.kubernetes.io/pod-deletion-cost``. Two kinds: :data:`PARALLELJOB`
 and batch/v1 Job (:func:`batch_job`), instances of one class, not forks of the shell.
 """
 
@@ -61,6 +62,10 @@ class JobKind:
     #: Whether the operator deletes a job once ttlSecondsAfterFinished has run out (a
     #: Job's is deleted by kube-controller-manager's TTL-after-finished controller).
     deletes_expired: bool = True
+    #: Whether scale-down removes the pods with the lowest
+    #: controller.kubernetes.io/pod-deletion-cost first (as a ReplicaSet does): a
+    #: ParallelJob's do; a batch/v1 Job keeps upstream's Job order exactly.
+    honours_deletion_cost: bool = True
 
     @property
     def api_version(self) -> str:
@@ -196,6 +201,7 @@ def batch_job(take_unmanaged: bool) -> JobKind:
         stored_status=stored_job_status,
         status_json=job_status_to_dict,
         deletes_expired=False,
+        honours_deletion_cost=False,
     )
 
 

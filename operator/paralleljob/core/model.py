@@ -207,6 +207,9 @@ class PodInfo:
     #: that failed, is being deleted or has a container that exited non-zero (see
     #: needs_failure_facts), so that running pods cost no more memory; else None.
     failure: PodFailureFacts | None = None
+    #: controller.kubernetes.io/pod-deletion-cost (get_deletion_cost): a ParallelJob's
+    #: scale-down removes the lowest first. 0 when missing or invalid.
+    deletion_cost: int = 0
 
     @property
     def active(self) -> bool:
@@ -629,7 +632,25 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
             annotations, kind.index_ignored_failure_count_key
         ),
         failure=pod_failure_facts(body) if facts else None,
+        deletion_cost=get_deletion_cost(annotations),
     )
+
+
+def get_deletion_cost(annotations: Mapping[str, Any]) -> int:
+    """helper.GetDeletionCostFromPodAnnotations: the pod-deletion-cost annotation as an
+    int32 in base 10; 0 when missing or invalid (a leading "+" or zero, as in "+1" or
+    "007", is invalid, as are spaces and values out of the int32 range)."""
+    value = annotations.get(c.POD_DELETION_COST)
+    if not isinstance(value, str) or not value:
+        return 0
+    if not (value[0] == "-" or value == "0" or "1" <= value[0] <= "9"):
+        return 0
+    digits = value[1:] if value[0] == "-" else value
+    # strconv.ParseInt: ASCII digits only (Python's int() takes "_" and Unicode digits).
+    if not digits or not all("0" <= ch <= "9" for ch in digits):
+        return 0
+    cost = int(value)
+    return cost if -(2**31) <= cost <= _MAX_INT32 else 0
 
 
 def _intern(value: str | None) -> str | None:

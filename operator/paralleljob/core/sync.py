@@ -44,7 +44,7 @@ from .. import constants as c
 from ..config import CoreConfig
 from ..timeutil import truncate
 from . import display
-from .active_pods import active_pods, removal_order_key
+from .active_pods import active_pods, removal_key
 from .backoff import (
     BackoffRecord,
     job_backoff,
@@ -268,17 +268,26 @@ def _failed_for_target(target: Condition, now: datetime) -> Condition:
 
 
 def pods_for_removal(
-    pods: Sequence[PodInfo], count: int, indexed_completions: int | None = None
+    pods: Sequence[PodInfo],
+    count: int,
+    indexed_completions: int | None = None,
+    *,
+    by_deletion_cost: bool = False,
 ) -> tuple[PodInfo, ...]:
     """activePodsForRemoval: the first ``count`` pods in deletion order. For an Indexed
     job (``indexed_completions``: its completions) first every pod without a valid index
-    and all but one of the pods of each index, however many they are."""
+    and all but one of the pods of each index, however many they are. With
+    ``by_deletion_cost`` (a ParallelJob), the order honours each pod's
+    controller.kubernetes.io/pod-deletion-cost (active_pods.removal_order_key_by_cost)."""
+    key = removal_key(by_deletion_cost)
     rm: tuple[PodInfo, ...] = ()
     left: Sequence[PodInfo] = pods
     if indexed_completions is not None:
-        rm, left = append_duplicated_index_pods_for_removal((), (), pods, indexed_completions)
+        rm, left = append_duplicated_index_pods_for_removal(
+            (), (), pods, indexed_completions, key=key
+        )
     if len(rm) < count:
-        rm = (*rm, *sorted(left, key=removal_order_key)[: count - len(rm)])
+        rm = (*rm, *sorted(left, key=key)[: count - len(rm)])
     return rm
 
 
@@ -546,7 +555,12 @@ def _fail_unstarted_pods(ctx: SyncContext, limit: int) -> PodPlan:
 
 def _pods_for_removal(ctx: SyncContext, count: int) -> tuple[PodInfo, ...]:
     spec = ctx.job.spec
-    return pods_for_removal(ctx.active, count, spec.completions if spec.indexed else None)
+    return pods_for_removal(
+        ctx.active,
+        count,
+        spec.completions if spec.indexed else None,
+        by_deletion_cost=ctx.inp.kind.honours_deletion_cost,
+    )
 
 
 def _create_after_backoff(ctx: SyncContext, count: int) -> PodPlan:

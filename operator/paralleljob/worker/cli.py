@@ -25,6 +25,7 @@ from typing import BinaryIO, TypeVar
 import redis
 
 from .command import run_command
+from .podcost import BUSY_COST, IDLE_COST, DeletionCost, from_environment
 from .queue import DEFAULT_GROUP, Item, Queue, QueueUnavailable, connect, enqueue, with_retry
 
 PROG = "paralleljob-worker"
@@ -85,6 +86,14 @@ def parse_work_args(argv: Sequence[str]) -> argparse.Namespace:
         metavar="S",
         help="after SIGTERM, let COMMAND finish this long, then kill it "
         f"(default {DEFAULT_GRACE_SECONDS:g})",
+    )
+    parser.add_argument(
+        "--deletion-cost",
+        action="store_true",
+        help="mark this pod's controller.kubernetes.io/pod-deletion-cost "
+        f"{IDLE_COST} while waiting for an item and {BUSY_COST} while COMMAND runs, so that "
+        "a scale-down stops idle workers first (needs POD_NAME and POD_NAMESPACE from the "
+        "downward API, and RBAC to get and patch pods; a failed patch only logs a line)",
     )
     options, command = _split_command(argv)
     args = parser.parse_args(options)
@@ -191,9 +200,13 @@ def _work(args: argparse.Namespace) -> int:
         retry_budget=args.retry_seconds,
     )
     received = _stop_on_signals(queue)
+    cost: DeletionCost | None = from_environment() if args.deletion_cost else None
+    idle = None if cost is None else cost.idle
     with queue:
         log.info("consumer %s of group %s on stream %s", queue.consumer, args.group, args.stream)
-        while (item := queue.take()) is not None:
+        while (item := queue.take(idle)) is not None:
+            if cost is not None:
+                cost.busy()
             if not _process(args.command, args.grace_seconds, queue, item):
                 break
     if received:

@@ -227,11 +227,16 @@ class Queue:
             yield item
             self.ack(item)
 
-    def take(self) -> Item | None:
-        """The next item to process, or None once the queue is drained or stop() was called."""
+    def take(self, idle: Callable[[], None] | None = None) -> Item | None:
+        """The next item to process, or None once the queue is drained or stop() was called.
+
+        ``idle`` is called each time a read found nothing (at most every block seconds),
+        not when items follow one another: the worker is then waiting, idle."""
         while not self._stop.is_set():
             taken = self._reclaim() or self._read_new()
             if taken is None:
+                if idle is not None:
+                    idle()
                 if self._drained():
                     return None
                 continue

@@ -20,6 +20,7 @@ from paralleljob.core.model import (
     PodInfo,
     SuccessPolicy,
     SuccessPolicyRule,
+    get_deletion_cost,
     parse_job,
     parse_pod,
     parse_spec,
@@ -451,3 +452,36 @@ def test_printer_text_round_trips_in_status() -> None:
 )
 def test_pod_failure_backoff_is_parsed(raw: dict[str, Any], want: PodFailureBackoff | None) -> None:
     assert parse_spec(raw).pod_failure_backoff == want
+
+
+@pytest.mark.parametrize(
+    ("value", "cost"),
+    [
+        # helper.GetDeletionCostFromPodAnnotations and its test cases.
+        (None, 0),
+        ("10", 10),
+        ("-100", -100),
+        ("0", 0),
+        ("-0", 0),
+        ("-007", -7),
+        ("2147483647", 2**31 - 1),
+        ("-2147483648", -(2**31)),
+        ("2147483648", 0),  # out of int32: invalid, 0
+        ("+10", 0),  # a leading plus sign is invalid
+        ("008", 0),  # a leading zero is invalid
+        ("", 0),
+        ("-", 0),
+        ("1_000", 0),
+        (" 5", 0),
+        ("5 ", 0),
+        ("٣", 0),  # a non-ASCII digit
+        ("ten", 0),
+        (10, 0),  # not a string
+    ],
+)
+def test_parse_pod_deletion_cost(value: object, cost: int) -> None:
+    pod = _pod()
+    if value is not None:
+        pod["metadata"]["annotations"] = {c.POD_DELETION_COST: value}
+    assert get_deletion_cost(pod["metadata"].get("annotations") or {}) == cost
+    assert parse_pod(pod, PARALLELJOB).deletion_cost == cost
