@@ -5,41 +5,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import date
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import ceiling, curve, lock, output
-from .environment import (
-    DEFAULTS,
-    SETTINGS,
-    OverriddenConfig,
-    Setting,
-    deploy_operator,
-    git_commit,
-    machine,
-    operator_deployment,
-    versions,
-)
-from .kube import ApiError, Kube, load_credentials
+from . import ceiling, curve, environment, lock, output, scenarios
+from .environment import DEFAULTS, SETTINGS, OverriddenConfig, Setting, operator_deployment
+from .kube import Kube, load_credentials, tolerating
 from .runner import CLUSTER_DIR, REPO_ROOT, Bench, Body, Round, poll
-from .scenarios import (
-    FULL,
-    QUICK,
-    Sizes,
-    background,
-    idle,
-    many_jobs,
-    one_job,
-    reaction,
-    scale,
-    scale_up,
-)
+from .scenarios import FULL, QUICK, Sizes
 from .workloads import CONTROLLERS, Arm
 
 #: The built-in and ParallelJobs: the arms of the scenarios the Job arm is not in.
@@ -53,34 +34,33 @@ QUICK_BUDGET_SCENARIOS = ("s1",)
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument(
+    add = parser.add_argument
+    add(
         "--quick",
         action="store_true",
         default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
         help="every scenario once, scaled down, and the API budget in scenario 1 only (a smoke "
         "test; also BENCH_QUICK=1)",
     )
-    parser.add_argument("--rounds", type=int, help="rounds per arm (default 5; quick: 1)")
-    parser.add_argument(
+    add("--rounds", type=int, help="rounds per arm (default 5; quick: 1)")
+    add(
         "--settings",
         default="equal,defaults",
         help="comma list of operator settings: equal (API budget), defaults",
     )
-    parser.add_argument(
-        "--scenarios", default=",".join(SCENARIOS), help="comma list of s1..s8 (default all)"
-    )
-    parser.add_argument(
+    add("--scenarios", default=",".join(SCENARIOS), help="comma list of s1..s8 (default all)")
+    add(
         "--s8-levels",
         default="",
         help="comma list of scenario 8's levels, running jobs (default 1000,5000,10000; quick: 20)",
     )
-    parser.add_argument(
+    add(
         "--s8-arms",
         default=",".join(a.value for a in (Arm.OPERATOR, Arm.BUILTIN)),
         help="comma list of scenario 8's arms (default ParallelJob,Job; also Job-operator)",
     )
-    parser.add_argument("--note", default="", help="a line for the results' header")
-    parser.add_argument(
+    add("--note", default="", help="a line for the results' header")
+    add(
         "--arms",
         default=",".join(arm.value for arm in Arm),
         help="comma list of the arms to run: "
@@ -88,15 +68,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         + f" ({Arm.OPERATOR_JOB.value}: batch/v1 Jobs whose spec.managedBy names the operator; "
         "default all)",
     )
-    parser.add_argument(
+    add(
         "--part",
         default="",
         help="a name for a partial run's files (<date>-<part>.md), so that it does not "
         "replace the results of another run of the same day",
     )
-    parser.add_argument(
-        "--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory"
-    )
+    add("--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory")
     args = parser.parse_args(argv)
     unknown = set(args.settings.split(",")) - set(SETTINGS)
     unknown |= set(args.scenarios.split(",")) - set(SCENARIOS)
@@ -122,29 +100,25 @@ class Operator:
     async def ensure(self, setting: Setting) -> bool:
         """Deploys ``setting`` unless it is what runs; True when it deployed. The cluster
         may be shared: a test run may have replaced or removed the operator meanwhile."""
-        try:
+        current: dict[str, Any] = {}
+        with tolerating(404):
             current = await operator_deployment(self.bench.kube)
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
-            current = {}
         if current and current == self.deployed.get(setting.name):
             return False
         if current not in self.deployed.values() and self.deployed:
             self.bench.log(f"the operator is not as this run deployed it ({current})")
         self.bench.log(f"deploying the operator: {setting.description}")
-        await asyncio.to_thread(deploy_operator, setting, self.image)
+        await asyncio.to_thread(environment.deploy_operator, setting, self.image)
         await poll(self._leader_pod, timeout=120, what="a running operator pod holding the Lease")
         self.deployed[setting.name] = await operator_deployment(self.bench.kube)
         self.image = str(self.deployed[setting.name]["image"])
         return True
 
     async def _leader_pod(self) -> bool:
-        try:
+        with contextlib.suppress(RuntimeError):
             await self.bench.refresh_operator()
-        except RuntimeError:
-            return False
-        return True
+            return True
+        return False
 
 
 class Plan:
@@ -166,13 +140,15 @@ class Plan:
         self.operator = operator
         self.arms = arms
         self.curve_arms = [a for a in CURVE_ARMS if a in curve_arms and a in arms]
-        self.one_job = one_job(sizes.one_job_completions, sizes.one_job_parallelism)
-        self.reaction = reaction(sizes.reaction_jobs, sizes.reaction_rate)
+        self.one_job = scenarios.one_job(sizes.one_job_completions, sizes.one_job_parallelism)
+        self.reaction = scenarios.reaction(sizes.reaction_jobs, sizes.reaction_rate)
 
     async def _ensure(self, setting: Setting) -> None:
         if await self.operator.ensure(setting) and self.sizes.warmup_completions:
             # Discarded: a fresh operator's (and the first round's) one-time costs.
-            warmup = one_job(self.sizes.warmup_completions, self.sizes.one_job_parallelism)
+            warmup = scenarios.one_job(
+                self.sizes.warmup_completions, self.sizes.one_job_parallelism
+            )
             for arm in CONTROLLERS:
                 if arm in self.arms:
                     await self.bench.run_round("warm-up", arm, 0, warmup)
@@ -192,29 +168,22 @@ class Plan:
     async def run(self, scenario: str, setting: Setting) -> list[Round]:
         s = self.sizes
         await self._ensure(setting)
-        match scenario:
-            case "s1":
-                steps = ("s1", self.one_job)
-                return await self._alternate(setting, (*CONTROLLERS, Arm.CEILING), steps)
-            case "s2":
-                body = many_jobs(s.many_jobs, s.many_jobs_completions)
-                return await self._alternate(setting, CONTROLLERS, ("s2", body))
-            case "s3":
-                return await self._alternate(setting, CONTROLLERS, ("s3", self.reaction))
-            case "s4":
-                return await self._alternate(setting, CONTROLLERS, ("s4", scale_up(s.scale_to)))
-            case "s5":
-                return await self._under_load(setting)
-            case "s6":
-                body = scale(s.scale_jobs, s.scale_completions)
-                return await self._alternate(setting, BOTH, ("s6", body), rounds=s.scale_rounds)
-            case "s7":
-                return await self._alternate(
-                    setting, CONTROLLERS, ("s7", idle(s.idle_jobs, s.idle_window))
-                )
-            case "s8":
-                return await self._scale_curve(setting)
-        raise ValueError(f"unknown scenario {scenario}")
+        if scenario == "s5":
+            return await self._under_load(setting)
+        if scenario == "s8":
+            return await self._scale_curve(setting)
+        # The others: one round body each, for these arms.
+        plain: dict[str, tuple[Sequence[Arm], Body]] = {
+            "s1": ((*CONTROLLERS, Arm.CEILING), self.one_job),
+            "s2": (CONTROLLERS, scenarios.many_jobs(s.many_jobs, s.many_jobs_completions)),
+            "s3": (CONTROLLERS, self.reaction),
+            "s4": (CONTROLLERS, scenarios.scale_up(s.scale_to)),
+            "s6": (BOTH, scenarios.scale(s.scale_jobs, s.scale_completions)),
+            "s7": (CONTROLLERS, scenarios.idle(s.idle_jobs, s.idle_window)),
+        }
+        arms, body = plain[scenario]
+        rounds = s.scale_rounds if scenario == "s6" else 0
+        return await self._alternate(setting, arms, (scenario, body), rounds=rounds)
 
     async def _scale_curve(self, setting: Setting) -> list[Round]:
         """Scenario 8, in the defaults only (a scale curve, not a budget comparison): each
@@ -223,16 +192,10 @@ class Plan:
         if setting.name != DEFAULTS.name:
             return []
         async with curve.Scraper(self.bench, self.bench.kube.credentials) as scraper:
+            record = partial(self.record, setting.name)
             for arm in self.curve_arms:
                 await self.operator.ensure(setting)
-                await curve.scale_curve(
-                    self.bench,
-                    arm,
-                    self.sizes,
-                    scraper,
-                    lambda r: self.record(setting.name, r),
-                    restart=True,
-                )
+                await curve.scale_curve(self.bench, arm, self.sizes, scraper, record, restart=True)
         return []  # each round went to record as it ended
 
     async def _under_load(self, setting: Setting) -> list[Round]:
@@ -240,12 +203,12 @@ class Plan:
         the built-in's under its own."""
         steps = (("s1", self.one_job), ("s3", self.reaction))
         out = []
-        async with background(self.bench, Arm.OPERATOR, self.sizes.background_jobs):
+        async with scenarios.background(self.bench, Arm.OPERATOR, self.sizes.background_jobs):
             loaded = [(f"s5a-{key}", body) for key, body in steps]
             out += await self._alternate(setting, BOTH, *loaded)
         if Arm.BUILTIN not in self.arms:  # its background would serve no round
             return out
-        async with background(self.bench, Arm.BUILTIN, self.sizes.background_jobs):
+        async with scenarios.background(self.bench, Arm.BUILTIN, self.sizes.background_jobs):
             loaded = [(f"s5b-{key}", body) for key, body in steps]
             out += await self._alternate(setting, (Arm.BUILTIN,), *loaded)
         return out
@@ -322,11 +285,11 @@ class Run:
             "date": self.date,
             "quick": self.quick,
             "note": self.note,
-            "commit": git_commit(),
+            "commit": environment.git_commit(),
             "rounds": self.sizes.rounds,
             "sizes": vars(self.sizes),
-            "versions": versions(),
-            "machine": machine(),
+            "versions": environment.versions(),
+            "machine": environment.machine(),
             "settings": {
                 s.name: {"description": s.description, "operator": self.deployed.get(s.name, {})}
                 for s in self.settings

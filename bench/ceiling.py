@@ -12,7 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from .kube import ApiError, JsonDict, Kube
+import yaml
+
+from .kube import Kube, tolerating
 from .observer import Observer, RoundFailed
 from .runner import Bench, Outcome
 from .stats import window_rate
@@ -24,48 +26,33 @@ ROLE = "paralleljob-bench-ceiling"
 FINALIZER = "bench.paralleljob.dev/hold"
 
 
+#: The ceiling's ServiceAccount and its permission on pods, by the collection each is
+#: created in.
+IDENTITY = yaml.safe_load(
+    f"""
+/api/v1/namespaces:
+  metadata: {{name: {NAMESPACE}}}
+/api/v1/namespaces/{NAMESPACE}/serviceaccounts:
+  metadata: {{name: {SERVICE_ACCOUNT}}}
+/apis/rbac.authorization.k8s.io/v1/clusterroles:
+  metadata: {{name: {ROLE}}}
+  rules:
+  - apiGroups: [""]
+    resources: [pods]
+    verbs: [create, get, list, watch, patch, delete]
+/apis/rbac.authorization.k8s.io/v1/clusterrolebindings:
+  metadata: {{name: {ROLE}}}
+  roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {ROLE}}}
+  subjects: [{{kind: ServiceAccount, name: {SERVICE_ACCOUNT}, namespace: {NAMESPACE}}}]
+"""
+)
+
+
 async def ensure_identity(kube: Kube) -> None:
     """The ceiling's ServiceAccount and its permission on pods (idempotent)."""
-    objects: list[tuple[str, JsonDict]] = [
-        ("/api/v1/namespaces", {"metadata": {"name": NAMESPACE}}),
-        (
-            f"/api/v1/namespaces/{NAMESPACE}/serviceaccounts",
-            {"metadata": {"name": SERVICE_ACCOUNT}},
-        ),
-        (
-            "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-            {
-                "metadata": {"name": ROLE},
-                "rules": [
-                    {
-                        "apiGroups": [""],
-                        "resources": ["pods"],
-                        "verbs": ["create", "get", "list", "watch", "patch", "delete"],
-                    }
-                ],
-            },
-        ),
-        (
-            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            {
-                "metadata": {"name": ROLE},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": ROLE,
-                },
-                "subjects": [
-                    {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
-                ],
-            },
-        ),
-    ]
-    for path, body in objects:
-        try:
+    for path, body in IDENTITY.items():
+        with tolerating(409):
             await kube.create(path, body)
-        except ApiError as exc:
-            if exc.status != 409:
-                raise
 
 
 async def token(kube: Kube) -> str:

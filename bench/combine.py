@@ -21,18 +21,17 @@ from .scenarios import Sizes
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.combine", description=__doc__)
-    parser.add_argument("parts", nargs="+", type=Path, help="the parts' JSON results files")
-    parser.add_argument("--stem", required=True, help="the combined files' name (<stem>.md)")
-    parser.add_argument("--note", default="", help="a line for the combined header")
-    parser.add_argument(
+    add = parser.add_argument
+    add("parts", nargs="+", type=Path, help="the parts' JSON results files")
+    add("--stem", required=True, help="the combined files' name (<stem>.md)")
+    add("--note", default="", help="a line for the combined header")
+    add(
         "--latest",
         action="store_true",
         help="a scenario's rounds of one arm from the last part that has any (a rerun "
         "supersedes an earlier part's rounds), not from every part",
     )
-    parser.add_argument(
-        "--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory"
-    )
+    add("--out", type=Path, default=REPO_ROOT / "bench" / "results", help="results directory")
     return parser.parse_args(argv)
 
 

@@ -30,44 +30,19 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
 import aiohttp
 
-from . import procstat
+from . import procstat, promtext, runner
 from .kube import ApiError, Credentials, Kube
 from .observer import Observer, RoundFailed
-from .promtext import (
-    FULL_GC,
-    FULL_GC_BLOCKED,
-    LOOP_BLOCKED,
-    LOOP_LAG,
-    Samples,
-    buckets,
-    longest_observation,
-    parse_metrics,
-    total,
-)
-from .runner import (
-    CLUSTER_DIR,
-    OPERATOR_LEASE,
-    REPO_ROOT,
-    SYSTEM_NAMESPACE,
-    Bench,
-    Body,
-    Outcome,
-    Round,
-    poll,
-)
+from .promtext import FULL_GC, FULL_GC_BLOCKED, LOOP_BLOCKED, LOOP_LAG, Samples, total
+from .runner import CONTROLLER_PROCESS, Bench, Body, Outcome, Round, poll
 from .scenarios import Sizes, create_jobs, deadline_for, reaction
 from .stats import percentile
 from .workloads import LONG, Arm, job, jobs_path, pods_path
 
-#: Each arm's controller process (procstat's names, as Bench.finders has them).
-CONTROLLER = {
-    Arm.BUILTIN: "kube-controller-manager",
-    Arm.OPERATOR: "operator",
-    Arm.OPERATOR_JOB: "operator",
-}
 #: What the cluster itself needed at each level.
 SHARED = {"apiserver": "kube-apiserver", "etcd": "etcd"}
 KCM_URL = "https://127.0.0.1:10257"
@@ -99,7 +74,7 @@ def longest_pauses(
     """Each pause histogram's longest observation between two scrapes, in ms, by its
     figure's name (PAUSES); none for a histogram the operator did not serve."""
     return {
-        PAUSES[name]: longest_observation(before.get(name, {}), now) * 1000
+        PAUSES[name]: promtext.longest_observation(before.get(name, {}), now) * 1000
         for name, now in after.items()
         if now
     }
@@ -163,23 +138,23 @@ class Scraper:
     async def operator(self) -> Samples:
         pod = self.bench.operator_pod
         port = OPERATOR_METRICS_PORT
-        path = f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/pods/{pod}:{port}/proxy/metrics"
-        return parse_metrics(await self.bench.kube.get_text(path))
+        path = f"/api/v1/namespaces/{runner.SYSTEM_NAMESPACE}/pods/{pod}:{port}/proxy/metrics"
+        return promtext.parse_metrics(await self.bench.kube.get_text(path))
 
     async def kcm(self) -> Samples:
-        return parse_metrics(await self._kcm.get_text("/metrics"))
+        return promtext.parse_metrics(await self._kcm.get_text("/metrics"))
 
     async def pauses(self, arm: Arm) -> dict[str, dict[float, float]]:
         """The operator's pause histograms now, by name (none for the built-in: no such
         metrics)."""
-        if CONTROLLER[arm] != "operator":
+        if CONTROLLER_PROCESS[arm] != "operator":
             return {}
         samples = await self.operator()
-        return {name: buckets(samples, name) for name in PAUSES}
+        return {name: promtext.buckets(samples, name) for name in PAUSES}
 
     async def synced(self, arm: Arm, jobs: int) -> bool:
         try:
-            if CONTROLLER[arm] == "operator":
+            if CONTROLLER_PROCESS[arm] == "operator":
                 return operator_synced(await self.operator(), jobs)
             return kcm_synced(await self.kcm(), jobs)
         except (ApiError, aiohttp.ClientError, TimeoutError):
@@ -203,10 +178,6 @@ def probe(count: int, rate: float) -> Body:
         return outcome
 
     return body
-
-
-def _usage_now(bench: Bench) -> dict[str, procstat.Usage]:
-    return {name: procstat.read_usage(find()) for name, find in bench.finders().items()}
 
 
 async def scale_curve(
@@ -269,35 +240,19 @@ async def _level(
     pauses_before = await scraper.pauses(arm)
     started = time.monotonic()
     async with procstat.Sampler(bench.finders()) as grow:
-        await create_jobs(
-            bench,
-            arm,
-            ns,
-            level - have,
-            completions=pods,
-            parallelism=pods,
-            duration=LONG,
-            first=have,
-        )
+        await create_jobs(bench, arm, ns, level - have, pods, duration=LONG, first=have)
         created = time.monotonic() - started
-        await seen.wait_for(
-            lambda: seen.running >= level * pods,
-            timeout=deadline_for(level * pods) * 2,
-            what=f"{level * pods} background pods running",
-        )
+        timeout, what = deadline_for(level * pods) * 2, f"{level * pods} background pods running"
+        await seen.wait_for(lambda: seen.running >= level * pods, timeout=timeout, what=what)
         running = time.monotonic() - started
-        await seen.wait_for(
-            lambda: seen.all_ready >= level,
-            timeout=deadline_for(level * pods) * 2,
-            what=f"{level} background jobs reporting all their pods ready",
-        )
+        what = f"{level} background jobs reporting all their pods ready"
+        await seen.wait_for(lambda: seen.all_ready >= level, timeout=timeout, what=what)
     steady_s = time.monotonic() - started
     bench.log(f"s8 {arm.label}: {level} jobs steady after {steady_s:.0f}s")
     settled = await _settle(bench, arm, seen)
-    steady = _usage_now(bench)
-    result = await bench.run_round(
-        f"s8-{level}", arm, 1, probe(sizes.curve_probes, sizes.curve_probe_rate)
-    )
+    steady = {name: procstat.read_usage(find()) for name, find in bench.finders().items()}
+    probes = probe(sizes.curve_probes, sizes.curve_probe_rate)
+    result = await bench.run_round(f"s8-{level}", arm, 1, probes)
     pauses_after = await scraper.pauses(arm)
     grown = grow.summary()
     figures: dict[str, float] = {
@@ -308,7 +263,7 @@ async def _level(
         "steady_s": steady_s,
         **settled,
     }
-    for key, name in {"controller": CONTROLLER[arm], **SHARED}.items():
+    for key, name in {"controller": CONTROLLER_PROCESS[arm], **SHARED}.items():
         if name in steady and steady[name].rss_bytes:
             figures[f"{key}_rss_mb"] = steady[name].rss_bytes / 2**20
         if name in grown:
@@ -350,7 +305,7 @@ async def _restart(bench: Bench, arm: Arm, scraper: Scraper, level: int) -> Roun
     """SIGKILL the controller at ``level`` jobs: until its successor leads, creates a new
     job's first pod, and has synced every job; its peak RSS meanwhile."""
     result = Round("s8-restart", arm, 1)
-    name = CONTROLLER[arm]
+    name = CONTROLLER_PROCESS[arm]
     started = time.monotonic()
     bench.log(f"s8 {arm.label}: restart at {level} jobs: SIGKILL {name}")
     steady = procstat.read_usage(bench.finders()[name]()).rss_bytes
@@ -404,9 +359,7 @@ async def _restart_operator(
     first_pod = asyncio.create_task(_first_pod(seen))
 
     async def renewed() -> bool:
-        lease = await bench.kube.get(
-            f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{OPERATOR_LEASE}"
-        )
+        lease = await bench.kube.get(runner.OPERATOR_LEASE_PATH)
         spec = lease.get("spec") or {}
         stamp = str(spec.get("renewTime") or "")
         # A restarted container's release of its pod's Lease (elector.py) leads nothing.
@@ -456,17 +409,11 @@ def _restart_figures(
 async def _restart_kcm(
     bench: Bench, arm: Arm, scraper: Scraper, level: int, ns: str, seen: Observer
 ) -> dict[str, float]:
-    pid_file = CLUSTER_DIR / "pids" / "kube-controller-manager.pid"
+    pid_file = runner.CLUSTER_DIR / "pids" / "kube-controller-manager.pid"
     old = procstat.pid_file_pids(pid_file)
-    restart = asyncio.create_task(
-        asyncio.to_thread(
-            subprocess.run,
-            [str(REPO_ROOT / "hack" / "cluster-restart.sh"), "kube-controller-manager", "--kill"],
-            stdout=sys.stderr,
-            check=True,
-            timeout=300,
-        )
-    )
+    script = [str(runner.REPO_ROOT / "hack" / "cluster-restart.sh"), "kube-controller-manager"]
+    kill = partial(subprocess.run, [*script, "--kill"], stdout=sys.stderr, check=True, timeout=300)
+    restart = asyncio.create_task(asyncio.to_thread(kill))
     # The script kills a moment after it starts: a probe created before that would get
     # its pod from the process about to die (a run measured a first pod 27 ms "after").
     await _gone(old)

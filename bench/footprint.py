@@ -28,15 +28,7 @@ from paralleljob.config import ControllerConfig
 from paralleljob.core.sync import SyncResult
 from paralleljob.shell.runtime import JobRuntime
 from paralleljob.shell.status_writer import StatusWriter
-from tests.support.footprint import (
-    fake_uid,
-    job_body,
-    pod_body,
-    pod_info,
-    record_bytes,
-    retained,
-    wire,
-)
+from tests.support import footprint as bodies
 
 
 class _IdleApi:
@@ -58,11 +50,11 @@ def duration_syncs_per_second(
     writer = StatusWriter(_IdleApi(), config, lambda: now[0])  # type: ignore[arg-type]
     assert writer.progress_slots is not None
     writer.progress_slots.slot("a-busy-job", now[0])  # waits for the progress budget
-    payload = job_body(0)
+    payload = bodies.job_body(0)
     runtimes = []
     for i in range(jobs):
-        body = json.loads(wire(payload))
-        body["metadata"]["uid"] = fake_uid(3, i)
+        body = json.loads(bodies.wire(payload))
+        body["metadata"]["uid"] = bodies.fake_uid(3, i)
         runtimes.append(JobRuntime(body, lambda: now[0]))
     queue = [(0.0, i) for i in range(jobs)]
     syncs = 0
@@ -88,7 +80,7 @@ def _run(coro: Any) -> Any:
 
 def _bodies(n: int, typical: bool) -> Iterator[str]:
     for i in range(n):
-        yield wire(job_body(i, typical=typical))
+        yield bodies.wire(bodies.job_body(i, typical=typical))
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -99,16 +91,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     for typical in (False, True):
         payloads = list(_bodies(n, typical))
         size = sum(len(p) for p in payloads) / n
-        record, runtime = record_bytes(payloads)
+        record, runtime = bodies.record_bytes(payloads)
         label = "typical template" if typical else "bench job"
         print(
             f"job record, {label} ({size / 1000:.1f} KB of JSON): {record:,.0f} B per job "
             f"(the whole runtime: {runtime:,.0f} B)"
         )
-    jobs = [job_body(i) for i in range(n // 5 or 1)]
-    pods = [wire(pod_body(j, k)) for j in jobs for k in range(5)]
+    jobs = [bodies.job_body(i) for i in range(n // 5 or 1)]
+    pods = [bodies.wire(bodies.pod_body(j, k)) for j in jobs for k in range(5)]
     size = sum(len(p) for p in pods) / len(pods)
-    print(f"PodInfo ({size / 1000:.1f} KB pods): {retained(pod_info, pods):,.0f} B per pod")
+    per_pod = bodies.retained(bodies.pod_info, pods)
+    print(f"PodInfo ({size / 1000:.1f} KB pods): {per_pod:,.0f} B per pod")
     rate = duration_syncs_per_second(n)
     print(f"DURATION-only syncs of {n:,} jobs while the progress budget is held: {rate:,.1f}/s")
 

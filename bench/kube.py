@@ -11,11 +11,12 @@ Nothing here rate-limits: what is measured is the controllers' pace, not the ben
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import ssl
 import tempfile
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,16 @@ class ApiError(Exception):
     def __init__(self, status: int, method: str, path: str, body: str) -> None:
         super().__init__(f"{method} {path}: {status} {body[:300]}")
         self.status = status
+
+
+@contextlib.contextmanager
+def tolerating(status: int) -> Iterator[None]:
+    """Suppresses an ApiError of ``status`` (404: gone already; 409: there already)."""
+    try:
+        yield
+    except ApiError as exc:
+        if exc.status != status:
+            raise
 
 
 @dataclass(frozen=True)
@@ -140,26 +151,21 @@ class Kube:
     ) -> JsonDict:
         data = None if body is None else json.dumps(body)
         headers = {"Content-Type": content_type} if data is not None else {}
-        async with self.session.request(
-            method,
-            path,
-            data=data,
-            params=params,
-            headers=headers,
-            timeout=aiohttp.ClientTimeout(total=timeout),
-        ) as resp:
-            text = await resp.text()
-            if resp.status >= 400:
-                raise ApiError(resp.status, method, path, text)
-            result: JsonDict = json.loads(text) if text else {}
-            return result
+        text = await self._send(method, path, timeout, data=data, params=params, headers=headers)
+        result: JsonDict = json.loads(text) if text else {}
+        return result
 
     async def get_text(self, path: str, *, timeout: float = 30) -> str:
         """A non-JSON GET (/metrics, /healthz); an ApiError for an error status."""
-        async with self.session.get(path, timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+        return await self._send("GET", path, timeout)
+
+    async def _send(self, method: str, path: str, timeout: float, **options: Any) -> str:
+        """The answer's body; an ApiError for an error status."""
+        total = aiohttp.ClientTimeout(total=timeout)
+        async with self.session.request(method, path, timeout=total, **options) as resp:
             text = await resp.text()
             if resp.status >= 400:
-                raise ApiError(resp.status, "GET", path, text)
+                raise ApiError(resp.status, method, path, text)
             return text
 
     async def get(self, path: str, **params: str) -> JsonDict:

@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 
 from .ceiling import NAMESPACE
-from .kube import ApiError, JsonDict, Kube
+from .kube import JsonDict, Kube, tolerating
 
 LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
 NAME = "bench-run"
@@ -56,12 +56,9 @@ def _lease(identity: str, resource_version: str = "") -> JsonDict:
 
 
 async def _acquire(kube: Kube, identity: str) -> None:
-    try:
+    with tolerating(409):
         await kube.create(LEASE, _lease(identity))
         return
-    except ApiError as exc:
-        if exc.status != 409:
-            raise
     current = await kube.get(f"{LEASE}/{NAME}")
     if not _expired(current):
         holder = current["spec"].get("holderIdentity")
@@ -91,8 +88,5 @@ async def exclusive(kube: Kube) -> AsyncIterator[None]:
     finally:
         renewer.cancel()
         await asyncio.gather(renewer, return_exceptions=True)
-        try:
+        with tolerating(404):
             await kube.delete(f"{LEASE}/{NAME}")
-        except ApiError as exc:
-            if exc.status != 404:
-                raise

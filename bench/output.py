@@ -25,18 +25,19 @@ def write(
     """Writes ``<stem>.md``, ``<stem>.json`` and the plots; ``show`` prints the report too."""
     out.mkdir(parents=True, exist_ok=True)
     summaries = {setting: report.summarize(rs) for setting, rs in rounds.items()}
+    ran = {r.scenario for rs in rounds.values() for r in rs}
+    # Only the plots of what ran: a part that skipped a scenario gets no empty plot.
+    drawn = [
+        ("s1-pods", "s1" in ran, plots.pods_over_time),
+        ("s3-latency", "s3" in ran, plots.latency_cdfs),
+        ("s8-rss", plots.has_curve(rounds), plots.curve_rss),
+        ("s8-reaction", plots.has_curve(rounds), plots.curve_reaction),
+    ]
     images = []
-    if _ran(rounds, "s1"):
-        images.append(f"{stem}-s1-pods.png")
-        plots.pods_over_time(rounds, out / images[-1])
-    if _ran(rounds, "s3"):
-        images.append(f"{stem}-s3-latency.png")
-        plots.latency_cdfs(rounds, out / images[-1])
-    if plots.has_curve(rounds):
-        rss_png, reaction_png = f"{stem}-s8-rss.png", f"{stem}-s8-reaction.png"
-        plots.curve_rss(rounds, out / rss_png)
-        plots.curve_reaction(rounds, out / reaction_png)
-        images += [rss_png, reaction_png]
+    for name, wanted, draw in drawn:
+        if wanted:
+            images.append(f"{stem}-{name}.png")
+            draw(rounds, out / images[-1])
     text = report.markdown(meta, rounds, summaries, sizes, images)
     (out / f"{stem}.md").write_text(text)
     data = report.to_json(meta, rounds, summaries)
@@ -44,8 +45,3 @@ def write(
     if show:
         print(text)
         print(f"bench: results in {out / stem}.md (.json, plots beside it)", file=sys.stderr)
-
-
-def _ran(rounds: dict[str, list[Round]], scenario: str) -> bool:
-    """Whether the run has rounds of ``scenario``: a part that skipped it gets no empty plot."""
-    return any(r.scenario == scenario for rs in rounds.values() for r in rs)

@@ -9,8 +9,10 @@ for both benchmarks that scrape them: scenario 8 (curve.py) and the scale harnes
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
 
 #: Every event-loop lag sample: how late a timer of the loop fired.
 LOOP_LAG = "paralleljob_controller_event_loop_lag_seconds"
@@ -26,40 +28,12 @@ Samples = dict[str, list[tuple[dict[str, str], float]]]
 
 
 def parse_metrics(text: str) -> Samples:
-    """Prometheus' text format: name -> [(labels, value)] (comments left out)."""
+    """Prometheus' text format (prometheus_client's parser): name -> [(labels, value)]."""
     out: Samples = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        head, _, value = line.rpartition(" ")
-        name, _, rest = head.partition("{")
-        labels: dict[str, str] = {}
-        if rest:
-            for pair in _split_labels(rest.rstrip("}")):
-                key, _, raw = pair.partition("=")
-                labels[key.strip()] = raw.strip().strip('"')
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        out.setdefault(name.strip(), []).append((labels, number))
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            out.setdefault(sample.name, []).append((dict(sample.labels), float(sample.value)))
     return out
-
-
-def _split_labels(text: str) -> Iterable[str]:
-    """``a="x",b="y,z"`` -> ``a="x"``, ``b="y,z"`` (commas inside quotes kept)."""
-    part, quoted = "", False
-    for ch in text:
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            if part:
-                yield part
-            part = ""
-        else:
-            part += ch
-    if part:
-        yield part
 
 
 def total(samples: Samples, metric: str, **labels: str) -> float | None:

@@ -17,7 +17,7 @@ from typing import Any
 from tests.support import audit
 
 from . import procstat
-from .kube import ApiError, Kube
+from .kube import ApiError, Kube, tolerating
 from .observer import Observer, RoundFailed
 from .workloads import Arm, jobs_path, pods_path
 
@@ -27,6 +27,9 @@ SYSTEM_NAMESPACE = "paralleljob-system"
 OPERATOR_SELECTOR = "app.kubernetes.io/component=operator"
 #: The leader election Lease of the operator's replicas (PJ_LEADER_ELECTION_LEASE_NAME).
 OPERATOR_LEASE = "paralleljob-operator"
+OPERATOR_LEASE_PATH = (
+    f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{OPERATOR_LEASE}"
+)
 
 # The identity each arm's pods are driven by, in the audit log.
 USERS = {
@@ -34,6 +37,14 @@ USERS = {
     Arm.OPERATOR: audit.OPERATOR,
     Arm.OPERATOR_JOB: audit.OPERATOR,
     Arm.CEILING: audit.CEILING,
+}
+#: The process whose CPU and memory count as the controller's in each arm, by its name
+#: in :meth:`Bench.finders` (the built-in Job controller shares its process with every
+#: other controller of the manager).
+CONTROLLER_PROCESS = {
+    Arm.BUILTIN: "kube-controller-manager",
+    Arm.OPERATOR: "operator",
+    Arm.OPERATOR_JOB: "operator",
 }
 # How long a controller's trailing calls (events, the last status write) may take to
 # show in the audit log after the observer saw the round finish.
@@ -52,6 +63,10 @@ class Outcome:
     series: dict[str, list[float]] = field(default_factory=dict)
     #: False for rounds whose pods never finish (nothing to wait out in the audit log).
     settle: bool = True
+
+
+#: The fields of a round its JSON holds as they are, in the JSON's order.
+_JSON_FIELDS = ("namespace", "metrics", "calls", "calls_per_pod", "finished_pods", "usage")
 
 
 @dataclass
@@ -88,12 +103,7 @@ class Round:
             "scenario": self.scenario,
             "arm": self.arm.value,
             "round": self.index,
-            "namespace": self.namespace,
-            "metrics": self.metrics,
-            "calls": self.calls,
-            "calls_per_pod": self.calls_per_pod,
-            "finished_pods": self.finished_pods,
-            "usage": self.usage,
+            **{key: getattr(self, key) for key in _JSON_FIELDS},
             "seconds": round(self.seconds, 1),
             "error": self.error,
             "series": {k: [round(v, 4) for v in vs] for k, vs in self.series.items()},
@@ -102,20 +112,8 @@ class Round:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Round:
         """A round as :meth:`to_json` wrote it (its audit window is over)."""
-        return cls(
-            data["scenario"],
-            Arm(data["arm"]),
-            data["round"],
-            metrics=data["metrics"],
-            series=data["series"],
-            calls=data["calls"],
-            calls_per_pod=data["calls_per_pod"],
-            finished_pods=data["finished_pods"],
-            usage=data["usage"],
-            seconds=data["seconds"],
-            error=data["error"],
-            namespace=data["namespace"],
-        )
+        fields = {key: data[key] for key in (*_JSON_FIELDS, "seconds", "error", "series")}
+        return cls(data["scenario"], Arm(data["arm"]), data["round"], **fields)
 
 
 Body = Callable[["Bench", Arm, str, Observer], Awaitable[Outcome]]
@@ -166,9 +164,7 @@ class Bench:
             if (p.get("status") or {}).get("phase") == "Running"
         }
         try:
-            lease = await self.kube.get(
-                f"/apis/coordination.k8s.io/v1/namespaces/{SYSTEM_NAMESPACE}/leases/{OPERATOR_LEASE}"
-            )
+            lease = await self.kube.get(OPERATOR_LEASE_PATH)
         except ApiError as exc:
             raise RuntimeError(f"no Lease {OPERATOR_LEASE} yet: {exc}") from exc
         leader = running.get(str((lease.get("spec") or {}).get("holderIdentity", "")))
@@ -239,11 +235,8 @@ class Bench:
             await self._wait_gone(self._deleting.pop())
 
     async def _start_deletion(self, name: str) -> None:
-        try:
+        with tolerating(404):
             await self.kube.delete(f"/api/v1/namespaces/{name}")
-        except ApiError as exc:
-            if exc.status != 404:
-                raise
 
     async def _wait_gone(self, name: str, *, timeout: float = 900) -> None:
         await poll(
@@ -256,13 +249,10 @@ class Bench:
         return not await self._gone(path)
 
     async def _gone(self, path: str) -> bool:
-        try:
+        with tolerating(404):
             await self.kube.get(path)
-        except ApiError as exc:
-            if exc.status == 404:
-                return True
-            raise
-        return False
+            return False
+        return True
 
     # ---------------------------------------------------------------- rounds
 
@@ -299,7 +289,8 @@ class Bench:
                 finally:
                     reporter.cancel()
         result.seconds = time.monotonic() - started
-        self.log(f"{scenario} {arm.label} round {index}: {format_metrics(result.metrics)}")
+        figures = ", ".join(f"{k}={v:.3g}" for k, v in result.metrics.items()) or "no figures"
+        self.log(f"{scenario} {arm.label} round {index}: {figures}")
         return result
 
     async def _report_progress(self, scenario: str, arm: Arm, seen: Observer) -> None:
@@ -324,10 +315,6 @@ def calls_per_pod(calls: dict[str, int], pods: int) -> float | None:
     if pods <= 0:
         return None
     return sum(n for key, n in calls.items() if not key.startswith("watch ")) / pods
-
-
-def format_metrics(metrics: dict[str, float]) -> str:
-    return ", ".join(f"{k}={v:.3g}" for k, v in metrics.items()) or "no figures"
 
 
 async def poll(probe: Callable[[], Awaitable[bool]], *, timeout: float, what: str) -> None:

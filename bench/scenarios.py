@@ -24,24 +24,26 @@ CREATE_CONCURRENCY = 50
 
 @dataclass(frozen=True)
 class Sizes:
-    rounds: int
+    """How big each scenario is; the defaults are a full run's."""
+
+    rounds: int = 5
     #: Scenario 6's rounds: its built-in rounds take a quarter of an hour each.
-    scale_rounds: int
+    scale_rounds: int = 3
     #: After each deploy, one discarded round per arm of a job this big (0: none).
-    warmup_completions: int
-    one_job_completions: int
-    one_job_parallelism: int
-    many_jobs: int
-    many_jobs_completions: int
-    reaction_jobs: int
-    reaction_rate: float
-    scale_to: int
-    background_jobs: int
-    scale_jobs: int
-    scale_completions: int
-    idle_jobs: int
-    idle_window: float
-    progress_every: float
+    warmup_completions: int = 100
+    one_job_completions: int = 1000
+    one_job_parallelism: int = 100
+    many_jobs: int = 200
+    many_jobs_completions: int = 5
+    reaction_jobs: int = 200
+    reaction_rate: float = 20
+    scale_to: int = 50
+    background_jobs: int = 500
+    scale_jobs: int = 2000
+    scale_completions: int = 2
+    idle_jobs: int = 500
+    idle_window: float = 60
+    progress_every: float = 15
     #: Scenario 8: the levels of running jobs, each job's pods, the probe jobs per level.
     curve_levels: tuple[int, ...] = (1000, 5000, 10000)
     curve_pods: int = 5
@@ -49,25 +51,8 @@ class Sizes:
     curve_probe_rate: float = 10
 
 
-FULL = Sizes(
-    rounds=5,
-    scale_rounds=3,
-    warmup_completions=100,
-    one_job_completions=1000,
-    one_job_parallelism=100,
-    many_jobs=200,
-    many_jobs_completions=5,
-    reaction_jobs=200,
-    reaction_rate=20,
-    scale_to=50,
-    background_jobs=500,
-    scale_jobs=2000,
-    scale_completions=2,
-    idle_jobs=500,
-    idle_window=60,
-    progress_every=15,
-)
-
+FULL = Sizes()
+#: Every scenario once, scaled down (a smoke test).
 QUICK = Sizes(
     rounds=1,
     scale_rounds=1,
@@ -77,11 +62,9 @@ QUICK = Sizes(
     many_jobs=4,
     many_jobs_completions=2,
     reaction_jobs=10,
-    reaction_rate=20,
     scale_to=5,
     background_jobs=10,
     scale_jobs=10,
-    scale_completions=2,
     idle_jobs=5,
     idle_window=3,
     progress_every=5,
@@ -101,19 +84,17 @@ async def create_jobs(
     arm: Arm,
     namespace: str,
     count: int,
+    pods: int,
     *,
-    completions: int,
-    parallelism: int,
     duration: str = INSTANT,
     first: int = 0,
 ) -> None:
-    """``count`` jobs named job-NNNNN from ``first`` on, created at once
-    (CREATE_CONCURRENCY in flight)."""
+    """``count`` jobs of ``pods`` pods each (all of them in parallel), named job-NNNNN
+    from ``first`` on, created at once (CREATE_CONCURRENCY in flight)."""
     slots = asyncio.Semaphore(CREATE_CONCURRENCY)
 
     async def one(i: int) -> None:
-        name = f"job-{i:05d}"
-        body = job(arm, name, completions=completions, parallelism=parallelism, duration=duration)
+        body = job(arm, f"job-{i:05d}", completions=pods, parallelism=pods, duration=duration)
         async with slots:
             await bench.kube.create(jobs_path(arm, namespace), body)
 
@@ -150,14 +131,10 @@ def one_job(completions: int, parallelism: int) -> Body:
                 timeout=deadline_for(completions),
             )
         await bench.kube.create(
-            jobs_path(arm, ns),
-            job(arm, "bench", completions=completions, parallelism=parallelism),
+            jobs_path(arm, ns), job(arm, "bench", completions=completions, parallelism=parallelism)
         )
-        record = await seen.wait_for(
-            lambda: _completed(seen, "bench"),
-            timeout=deadline_for(completions),
-            what=f"the {arm.kind} to complete",
-        )
+        what, timeout = f"the {arm.kind} to complete", deadline_for(completions)
+        record = await seen.wait_for(lambda: _completed(seen, "bench"), timeout=timeout, what=what)
         assert record.complete is not None
         times = seen.succeeded_times(seen.job_uid("bench"))
         return Outcome(
@@ -180,21 +157,27 @@ def many_jobs(count: int, completions: int) -> Body:
     once: makespan from the first job seen to the last one Complete."""
 
     async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
-        await create_jobs(bench, arm, ns, count, completions=completions, parallelism=completions)
-        await seen.wait_for(
-            lambda: seen.complete >= count,
-            timeout=deadline_for(count * completions),
-            what=f"{count} {arm.kind}s to complete",
-        )
-        first = min(j.added for j in seen.jobs.values())
-        last = max(j.complete for j in seen.jobs.values() if j.complete is not None)
+        timeout = deadline_for(count * completions)
+        makespan = await _all_complete(bench, arm, ns, seen, count, completions, timeout)
         times = seen.succeeded_times()
         return Outcome(
-            metrics={"makespan_s": last - first, "pods_per_s": window_rate(times)},
+            metrics={"makespan_s": makespan, "pods_per_s": window_rate(times)},
             finished_pods=len(times),
         )
 
     return body
+
+
+async def _all_complete(
+    bench: Bench, arm: Arm, ns: str, seen: Observer, count: int, completions: int, timeout: float
+) -> float:
+    """``count`` jobs of ``completions`` pods, all in parallel, created at once, until all
+    are Complete: the makespan from the first job seen to the last one Complete."""
+    await create_jobs(bench, arm, ns, count, completions)
+    what = f"{count} {arm.kind}s to complete"
+    await seen.wait_for(lambda: seen.complete >= count, timeout=timeout, what=what)
+    first = min(j.added for j in seen.jobs.values())
+    return max(j.complete for j in seen.jobs.values() if j.complete is not None) - first
 
 
 # ---------------------------------------------------------------- 3. reaction
@@ -213,11 +196,8 @@ def reaction(count: int, rate: float) -> Body:
             body = job(arm, f"job-{i:05d}", completions=1, parallelism=1)
             creates.append(asyncio.create_task(bench.kube.create(jobs_path(arm, ns), body)))
         await asyncio.gather(*creates)
-        await seen.wait_for(
-            lambda: seen.complete >= count,
-            timeout=deadline_for(count),
-            what=f"{count} {arm.kind}s to complete",
-        )
+        what = f"{count} {arm.kind}s to complete"
+        await seen.wait_for(lambda: seen.complete >= count, timeout=deadline_for(count), what=what)
         first_pod, complete = reaction_latencies(seen)
         return Outcome(
             metrics={
@@ -263,11 +243,8 @@ def scale_up(target: int) -> Body:
         uid = seen.job_uid("bench")
         assert uid is not None
         await bench.kube.patch(jobs_path(arm, ns, "bench"), {"spec": {"parallelism": target}})
-        await seen.wait_for(
-            lambda: seen.pods_by_job[uid] >= target,
-            timeout=deadline_for(target),
-            what=f"{target} pods",
-        )
+        timeout, what = deadline_for(target), f"{target} pods"
+        await seen.wait_for(lambda: seen.pods_by_job[uid] >= target, timeout=timeout, what=what)
         changed = seen.jobs[uid].parallelism_seen[target]
         added = sorted(p.added for p in seen.pods.values() if p.owner == uid)
         return Outcome(metrics={"scale_up_s": added[target - 1] - changed}, settle=False)
@@ -287,18 +264,12 @@ async def background(bench: Bench, arm: Arm, count: int) -> AsyncIterator[str]:
     async with bench.namespace(f"bg-{arm.slug}") as ns:
         bench.log(f"background: {count} {arm.label}s with long pods in {ns}")
         async with Observer(bench.kube, pods_path(ns), jobs_path(arm, ns)) as seen:
-            await create_jobs(bench, arm, ns, count, completions=1, parallelism=1, duration=LONG)
-            await seen.wait_for(
-                lambda: seen.running >= count,
-                timeout=deadline_for(count),
-                what=f"{count} background pods running",
-            )
+            await create_jobs(bench, arm, ns, count, 1, duration=LONG)
+            timeout, running = deadline_for(count), f"{count} background pods running"
+            await seen.wait_for(lambda: seen.running >= count, timeout=timeout, what=running)
             bench.log(f"background: {count} {arm.label} pods running")
-            await seen.wait_for(
-                lambda: seen.ready >= count,
-                timeout=deadline_for(count),
-                what=f"{count} background jobs reporting their pod ready",
-            )
+            ready = f"{count} background jobs reporting their pod ready"
+            await seen.wait_for(lambda: seen.ready >= count, timeout=timeout, what=ready)
         bench.log(f"background: {count} {arm.label}s report their pod ready: steady")
         yield ns
 
@@ -311,16 +282,10 @@ def scale(count: int, completions: int) -> Body:
     controller's CPU and peak RSS come from the round's resource sampler."""
 
     async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
-        await create_jobs(bench, arm, ns, count, completions=completions, parallelism=completions)
-        await seen.wait_for(
-            lambda: seen.complete >= count,
-            timeout=deadline_for(count * completions) * 2,
-            what=f"{count} {arm.kind}s to complete",
-        )
-        first = min(j.added for j in seen.jobs.values())
-        last = max(j.complete for j in seen.jobs.values() if j.complete is not None)
+        timeout = deadline_for(count * completions) * 2
+        makespan = await _all_complete(bench, arm, ns, seen, count, completions, timeout)
         return Outcome(
-            metrics={"makespan_s": last - first, "jobs_complete": float(seen.complete)},
+            metrics={"makespan_s": makespan, "jobs_complete": float(seen.complete)},
             finished_pods=seen.succeeded,
         )
 
@@ -335,12 +300,9 @@ def idle(count: int, window: float) -> Body:
     status writes (and all its calls) per second over ``window`` seconds."""
 
     async def body(bench: Bench, arm: Arm, ns: str, seen: Observer) -> Outcome:
-        await create_jobs(bench, arm, ns, count, completions=1, parallelism=1, duration=LONG)
-        await seen.wait_for(
-            lambda: seen.ready >= count,
-            timeout=deadline_for(count),
-            what=f"{count} jobs reporting their pod ready",
-        )
+        await create_jobs(bench, arm, ns, count, 1, duration=LONG)
+        timeout, ready = deadline_for(count), f"{count} jobs reporting their pod ready"
+        await seen.wait_for(lambda: seen.ready >= count, timeout=timeout, what=ready)
         cursor = audit.AuditCursor(bench.audit_log)
         start = datetime.now(UTC)
         # The measurement itself: what the controller does while nothing happens.

@@ -28,85 +28,69 @@ QUICK_JOBS = (100,)
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.scale", description=__doc__)
-    parser.add_argument(
-        "--label", default="run", help="names the results: <date>-scale-harness-<label>.md"
-    )
-    parser.add_argument(
+    add = parser.add_argument
+    add("--label", default="run", help="names the results: <date>-scale-harness-<label>.md")
+    add(
         "--quick",
         action="store_true",
         default=os.environ.get("BENCH_QUICK", "") not in ("", "0"),
         help="the smallest level only, a short rest (also BENCH_QUICK=1)",
     )
-    parser.add_argument("--jobs", help="comma list of levels in jobs (default 100,1000,10000)")
-    parser.add_argument("--pods-per-job", type=int, default=5)
-    parser.add_argument(
+    add("--jobs", help="comma list of levels in jobs (default 100,1000,10000)")
+    add("--pods-per-job", type=int, default=5)
+    add(
         "--batch-percent",
         type=int,
         default=0,
         help="share of the jobs that are batch/v1 Jobs (default 0)",
     )
-    parser.add_argument(
+    add(
         "--memory",
         choices=("on", "off", "only"),
         default="on",
         help="also run each level under tracemalloc for bytes per object (default on)",
     )
-    parser.add_argument(
+    add(
         "--memory-max-jobs",
         type=int,
         default=1000,
         help="the largest level run under tracemalloc (default 1000 jobs)",
     )
-    parser.add_argument(
-        "--sync-timeout", type=float, default=1200.0, help="seconds to wait for every job synced"
-    )
-    parser.add_argument(
+    add("--sync-timeout", type=float, default=1200.0, help="seconds to wait for every job synced")
+    add(
         "--traced-sync-timeout",
         type=float,
         default=2400.0,
         help="the same in memory mode, which tracing slows down (default 2400)",
     )
-    parser.add_argument(
-        "--settle", type=float, help="seconds at rest before the probes (default 10; quick 3)"
-    )
-    parser.add_argument("--probes", type=int, default=50)
-    parser.add_argument(
-        "--probe-rate", type=float, default=20.0, help="probe jobs created per second"
-    )
-    parser.add_argument(
-        "--leader-elect", action="store_true", help="run the operator with leader election"
-    )
-    parser.add_argument(
+    add("--settle", type=float, help="seconds at rest before the probes (default 10; quick 3)")
+    add("--probes", type=int, default=50)
+    add("--probe-rate", type=float, default=20.0, help="probe jobs created per second")
+    add("--leader-elect", action="store_true", help="run the operator with leader election")
+    add(
         "--failover",
         action="store_true",
         help="stand the operator by while another holder has the Lease, then release it "
         "and time the takeover (implies --leader-elect)",
     )
-    parser.add_argument(
+    add(
         "--grow",
         type=int,
         default=0,
         help="after the probes, create this many more jobs, whose pods the stub runs: a "
         "running operator's growth (default 0: none)",
     )
-    parser.add_argument(
-        "--grow-rate", type=float, default=50.0, help="growth jobs created per second"
-    )
-    parser.add_argument("--note", default="", help="a paragraph for the results' notes")
-    parser.add_argument("--out", type=Path, default=REPO_ROOT / "bench" / "results")
-    parser.add_argument(
-        "--logs", type=Path, help="where the operator logs go (default: a temporary directory)"
-    )
+    add("--grow-rate", type=float, default=50.0, help="growth jobs created per second")
+    add("--note", default="", help="a paragraph for the results' notes")
+    add("--out", type=Path, default=REPO_ROOT / "bench" / "results")
+    add("--logs", type=Path, help="where the operator logs go (default: a temporary directory)")
     return parser.parse_args(argv)
 
 
 def plan(args: argparse.Namespace) -> list[tuple[Level, bool]]:
     """The runs, (level, traced), in order: each level plain, then traced."""
-    jobs = (
-        [int(j) for j in args.jobs.split(",")]
-        if args.jobs
-        else list(QUICK_JOBS if args.quick else FULL_JOBS)
-    )
+    default = QUICK_JOBS if args.quick else FULL_JOBS
+    jobs = [int(j) for j in args.jobs.split(",")] if args.jobs else list(default)
     runs = []
     for n in jobs:
         level = Level(n, args.pods_per_job, args.batch_percent)
@@ -134,10 +118,7 @@ async def run_all(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
             grow_rate=args.grow_rate,
         )
         mode = "traced" if traced else "plain"
-        print(
-            f"scale: {level.objects:,} objects ({level.jobs:,} jobs), {mode}",
-            flush=True,
-        )
+        print(f"scale: {level.objects:,} objects ({level.jobs:,} jobs), {mode}", flush=True)
         result = await run_level(level, options)
         print(f"scale:   {summary_line(result)}", flush=True)
         results.append(result)

@@ -10,52 +10,35 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
-from datetime import UTC, datetime
+from collections.abc import Callable
 from typing import Any
 
-from tests.support.stub_api import objects, resources
 from tests.support.stub_api.lease import release, takeover
-from tests.support.stub_api.objects import JobSeed
 from tests.support.stub_api.record import Recorder
 from tests.support.stub_api.store import Store
 
 from .. import procstat
 
-#: The probe sorts after every seeded job (in the last namespace, as listed by key),
-#: as a job created during a failover sorts after jobs listed long before: kopf hands
-#: the listing on in that order, and it is queued last.
+#: The probe's name: it sorts after every seeded job (created in the last namespace, as
+#: listed by key), as a job created during a failover sorts after jobs listed long before:
+#: kopf hands the listing on in that order, and it is queued last.
 PROBE_NAME = "zz-failover-probe"
-
-
-def create_probe(store: Store, crd: resources.CustomResource, namespace: str, pods: int) -> str:
-    job = JobSeed(
-        namespace,
-        PROBE_NAME,
-        str(uuid.uuid4()),
-        pods,
-        objects.parallel_job_type(crd.storage.api_version),
-    )
-    store.create(crd.storage, namespace, objects.job_body(job, datetime.now(UTC), running=False))
-    return job.uid
 
 
 async def measure(
     store: Store,
-    crd: resources.CustomResource,
     recorder: Recorder,
     pid: int,
-    *,
     namespace: str,
-    probe_namespace: str,
-    pods: int,
+    create_probe: Callable[[], str],
     timeout: float,
 ) -> dict[str, Any]:
-    """The takeover, once the standby has been sent every pod (see the module)."""
+    """The takeover, once the standby has been sent every pod (see the module): the
+    Lease in ``namespace`` released, a probe job created (``create_probe``: its uid)."""
     standby = procstat.sample(pid)
     released_at = time.monotonic()
     release(store, namespace)
-    probe = create_probe(store, crd, probe_namespace, pods)
+    probe = create_probe()
     recorder.timed.add(probe)
     took = await takeover(store, namespace, 30.0)
     if took is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 
@@ -17,16 +17,12 @@ def _n(value: Any, unit: str = "", digits: int = 1) -> str:
     return f"{value:,}{unit}" if isinstance(value, int) else f"{value}{unit}"
 
 
-def _lag(lag: dict[str, Any] | None) -> str:
-    """The largest loop lag as its histogram bucket, e.g. "0.25-0.5 s"."""
-    if not lag or not lag.get("max_between_s"):
+def _bucket(bounds: list[float] | None, unit: str) -> str:
+    """The histogram bucket of the longest observation, e.g. "0.25-0.5 s"."""
+    if not bounds:
         return "-"
-    low, high = lag["max_between_s"]
-    return f"> {low:g} s" if math.isinf(high) else f"{low:g}-{high:g} s"
-
-
-def _ms(stats: dict[str, float] | None, key: str) -> str:
-    return _n(stats.get(key), " ms") if stats else "-"
+    low, high = bounds
+    return f"> {low:g} {unit}" if math.isinf(high) else f"{low:g}-{high:g} {unit}"
 
 
 def _row(cells: Sequence[str]) -> str:
@@ -48,21 +44,36 @@ def growth(levels: Sequence[dict[str, Any]]) -> list[str]:
     return lines
 
 
-STARTUP_COLUMNS = (
-    "objects (jobs x pods)",
-    "mode",
-    "pods listed",
-    "first status write",
-    "every job synced",
-    "CPU until listed",
-    "CPU until synced",
-    "RSS at sync",
-    "RSS peak (VmHWM)",
-    "RSS at rest",
-    "loop lag max, until synced",
-    "at rest",
-    "/healthz max",
-)
+#: A table's column: its header, and its cell of a level's result and of the part of it
+#: the table shows (the probes, the growth, ...; the result itself for the startup).
+Cell = Callable[[dict[str, Any], dict[str, Any]], str]
+Column = tuple[str, Cell]
+
+
+def _value(key: str, unit: str = "", digits: int = 1) -> Cell:
+    """The cell of the figure ``key`` of the part the table shows."""
+    return lambda _, part: _n(part.get(key), unit, digits)
+
+
+def _latency(key: str, figure: str) -> Cell:
+    """The cell of one figure (``p50_ms``, ...) of the latencies ``key`` of the part."""
+    return lambda _, part: _n((part.get(key) or {}).get(figure), " ms")
+
+
+def _table(
+    columns: Sequence[Column],
+    levels: Iterable[dict[str, Any]],
+    part: str = "",
+    left: Sequence[str] = (),
+) -> list[str]:
+    """A row per level that has ``part`` (every level without one), numbers right-aligned
+    but in the columns whose headers ``left`` names."""
+    shown = [(r, r.get(part) if part else r) for r in levels]
+    return [
+        _row([header for header, _ in columns]),
+        _row(["---" if header in left else "---:" for header, _ in columns]),
+        *(_row([cell(r, p) for _, cell in columns]) for r, p in shown if p),
+    ]
 
 
 def _synced_cell(r: dict[str, Any]) -> str:
@@ -75,64 +86,49 @@ def _synced_cell(r: dict[str, Any]) -> str:
     )
 
 
-def _startup_row(r: dict[str, Any]) -> str:
-    lv, lag = r["level"], r.get("loop_lag") or {}
-    return _row(
-        [
-            f"{lv['objects']:,} ({lv['jobs']:,} x {lv['pods_per_job']})",
-            r["mode"],
-            _n(r.get("wall_pods_listed_s"), " s"),
-            _n(r.get("wall_first_write_s"), " s"),
-            _synced_cell(r),
-            _n(r.get("cpu_pods_listed_s"), " s"),
-            _n(r.get("cpu_synced_s"), " s"),
-            _n(r.get("rss_at_sync_mib"), " MiB"),
-            _n(r.get("rss_peak_mib"), " MiB"),
-            _n(r.get("rss_steady_mib"), " MiB"),
-            _lag(lag.get("until_synced")),
-            _lag(lag.get("at_rest")),
-            _n((r.get("healthz") or {}).get("max_s"), " s", 3),
-        ]
+def _objects(r: dict[str, Any], _part: dict[str, Any]) -> str:
+    return f"{r['level']['objects']:,}"
+
+
+def _jobs_x_pods(r: dict[str, Any], _part: dict[str, Any]) -> str:
+    lv = r["level"]
+    return f"{lv['objects']:,} ({lv['jobs']:,} x {lv['pods_per_job']})"
+
+
+def _loop_lag(key: str) -> Cell:
+    """The cell of the longest loop lag ``until_synced`` or ``at_rest``."""
+    return lambda r, _: _bucket(
+        ((r.get("loop_lag") or {}).get(key) or {}).get("max_between_s"), "s"
     )
 
 
-def _startup_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
-    align = [
-        "---" if c in ("mode", "loop lag max, until synced", "at rest") else "---:"
-        for c in STARTUP_COLUMNS
-    ]
-    return [_row(STARTUP_COLUMNS), _row(align), *(_startup_row(r) for r in levels)]
-
-
-PROBE_COLUMNS = (
-    "objects",
-    "probes with a pod",
-    "first pod after the job's ADDED reached the watch, p50",
-    "p99",
-    "max",
-    "first pod after creation, p50",
-    "first status write after creation, p50",
-)
-
-
-def _probe_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
-    rows = [_row(PROBE_COLUMNS), _row(["---:"] * len(PROBE_COLUMNS))]
-    for r in levels:
-        p = r.get("probes")
-        if not p:
-            continue
-        watch = p.get("first_pod_after_watch")
-        cells = [
-            f"{r['level']['objects']:,}",
-            f"{p['with_first_pod']} of {p['created']}",
-            _ms(watch, "p50_ms"),
-            _ms(watch, "p99_ms"),
-            _ms(watch, "max_ms"),
-            _ms(p.get("first_pod_after_create"), "p50_ms"),
-            _ms(p.get("first_status_after_create"), "p50_ms"),
-        ]
-        rows.append(_row(cells))
-    return rows
+STARTUP: list[Column] = [
+    ("objects (jobs x pods)", _jobs_x_pods),
+    ("mode", lambda r, _: str(r["mode"])),
+    ("pods listed", _value("wall_pods_listed_s", " s")),
+    ("first status write", _value("wall_first_write_s", " s")),
+    ("every job synced", lambda r, _: _synced_cell(r)),
+    ("CPU until listed", _value("cpu_pods_listed_s", " s")),
+    ("CPU until synced", _value("cpu_synced_s", " s")),
+    ("RSS at sync", _value("rss_at_sync_mib", " MiB")),
+    ("RSS peak (VmHWM)", _value("rss_peak_mib", " MiB")),
+    ("RSS at rest", _value("rss_steady_mib", " MiB")),
+    ("loop lag max, until synced", _loop_lag("until_synced")),
+    ("at rest", _loop_lag("at_rest")),
+    ("/healthz max", lambda r, _: _n((r.get("healthz") or {}).get("max_s"), " s", 3)),
+]
+PROBES: list[Column] = [
+    ("objects", _objects),
+    ("probes with a pod", lambda _, p: f"{p['with_first_pod']} of {p['created']}"),
+    (
+        "first pod after the job's ADDED reached the watch, p50",
+        _latency("first_pod_after_watch", "p50_ms"),
+    ),
+    ("p99", _latency("first_pod_after_watch", "p99_ms")),
+    ("max", _latency("first_pod_after_watch", "max_ms")),
+    ("first pod after creation, p50", _latency("first_pod_after_create", "p50_ms")),
+    ("first status write after creation, p50", _latency("first_status_after_create", "p50_ms")),
+]
 
 
 def _memory_section(r: dict[str, Any]) -> list[str]:
@@ -196,82 +192,47 @@ def _load_lines(levels: Sequence[dict[str, Any]]) -> list[str]:
     ]
 
 
-FAILOVER_COLUMNS = (
-    "objects",
-    "standby: pods listed",
-    "standby RSS",
-    "takeover after the release",
-    "first pod after the takeover",
-    "every job synced after the takeover",
-    "leader CPU until then",
-    "RSS peak",
-)
+#: A warm standby's takeover (failover.py), per level run in that mode.
+FAILOVER: list[Column] = [
+    ("objects", _objects),
+    ("standby: pods listed", _value("standby_pods_listed_s", " s")),
+    ("standby RSS", _value("standby_rss_mib", " MiB")),
+    ("takeover after the release", _value("takeover_after_release_s", " s", 2)),
+    ("first pod after the takeover", _value("first_pod_after_takeover_s", " s", 2)),
+    ("every job synced after the takeover", _value("synced_after_takeover_s", " s", 2)),
+    ("leader CPU until then", _value("leader_cpu_s", " s")),
+    ("RSS peak", _value("peak_rss_mib", " MiB")),
+]
 
 
-def _failover_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
-    """A warm standby's takeover (failover.py), per level run in that mode."""
-    rows = [_row(FAILOVER_COLUMNS), _row(["---:"] * len(FAILOVER_COLUMNS))]
-    for r in levels:
-        f = r.get("failover")
-        if not f or f.get("error"):
-            continue
-        cells = [
-            f"{r['level']['objects']:,}",
-            _n(f.get("standby_pods_listed_s"), " s"),
-            _n(f.get("standby_rss_mib"), " MiB"),
-            _n(f.get("takeover_after_release_s"), " s", 2),
-            _n(f.get("first_pod_after_takeover_s"), " s", 2),
-            _n(f.get("synced_after_takeover_s"), " s", 2),
-            _n(f.get("leader_cpu_s"), " s"),
-            _n(f.get("peak_rss_mib"), " MiB"),
-        ]
-        rows.append(_row(cells))
-    return rows
+def _longest(key: str) -> Cell:
+    """The cell of a growth's longest pause of ``key`` (run.PAUSE_METRICS)."""
+    return lambda _, g: _bucket((g.get("longest_ms") or {}).get(key), "ms")
 
 
-GROWTH_COLUMNS = (
-    "running jobs before",
-    "jobs created",
-    "pods created",
-    "created in",
-    "pods created in",
-    "CPU",
-    "RSS before → after",
-    "longest loop lag",
-    "of it the operator's own",
-    "longest full GC",
-    "of it the operator's own",
-)
-
-
-def _bucket_ms(bounds: list[float] | None) -> str:
-    """A pause's histogram bucket in ms, e.g. "50-100 ms"."""
-    if not bounds:
-        return "-"
-    low, high = bounds
-    return f"> {low:g} ms" if math.isinf(high) else f"{low:g}-{high:g} ms"
+#: A running operator's growth (run.LevelRun.growth), per level run with one.
+GROWTH: list[Column] = [
+    ("running jobs before", lambda r, _: f"{r['level']['jobs']:,}"),
+    ("jobs created", lambda _, g: f"{g['jobs']:,} at {g['rate_per_s']:g}/s"),
+    ("pods created", _value("pods_created")),
+    ("created in", _value("created_s", " s")),
+    ("pods created in", _value("pods_created_s", " s")),
+    ("CPU", _value("cpu_s", " s")),
+    (
+        "RSS before → after",
+        lambda _, g: (
+            f"{_n(g.get('rss_before_mib'), ' MiB')} → {_n(g.get('rss_after_mib'), ' MiB')}"
+        ),
+    ),
+    ("longest loop lag", _longest("lag")),
+    ("of it the operator's own", _longest("own")),
+    ("longest full GC", _longest("full_gc")),
+    ("of it the operator's own", _longest("full_gc_own")),
+]
 
 
 def _growth_rows(levels: Sequence[dict[str, Any]]) -> list[str]:
-    """A running operator's growth (run.run_growth), per level run with one."""
-    rows = [_row(GROWTH_COLUMNS), _row(["---:"] * len(GROWTH_COLUMNS))]
-    for r in levels:
-        g = r.get("growth")
-        if not g:
-            continue
-        longest = g.get("longest_ms") or {}
-        cells = [
-            f"{r['level']['jobs']:,}",
-            f"{g['jobs']:,} at {g['rate_per_s']:g}/s",
-            _n(g.get("pods_created")),
-            _n(g.get("created_s"), " s"),
-            _n(g.get("pods_created_s"), " s"),
-            _n(g.get("cpu_s"), " s"),
-            f"{_n(g.get('rss_before_mib'), ' MiB')} → {_n(g.get('rss_after_mib'), ' MiB')}",
-            *(_bucket_ms(longest.get(key)) for key in ("lag", "own", "full_gc", "full_gc_own")),
-        ]
-        rows.append(_row(cells))
-    return rows
+    return _table(GROWTH, levels, "growth")
 
 
 def render(run: dict[str, Any]) -> str:
@@ -297,13 +258,13 @@ def render(run: dict[str, Any]) -> str:
         "",
         "## Startup and rest",
         "",
-        *_startup_rows(levels),
+        *_table(STARTUP, levels, left=("mode", "loop lag max, until synced", "at rest")),
         "",
         *growth(levels),
         "",
         "## Probes: 50 jobs created at rest",
         "",
-        *_probe_rows(levels),
+        *_table(PROBES, levels, "probes"),
         "",
     ]
     if any(r.get("growth") for r in levels):
@@ -320,6 +281,7 @@ def render(run: dict[str, Any]) -> str:
             "",
         ]
     if run.get("failover"):
+        taken_over = [r for r in levels if not (r.get("failover") or {}).get("error")]
         lines += [
             "## Failover: a warm standby takes over",
             "",
@@ -328,7 +290,7 @@ def render(run: dict[str, Any]) -> str:
             "leader releases it, and a one-pod probe job created. Times from the takeover "
             "(the standby's write of the Lease naming itself).",
             "",
-            *_failover_rows(levels),
+            *_table(FAILOVER, taken_over, "failover"),
             "",
         ]
     for r in levels:

@@ -35,7 +35,7 @@ from tests.support.stub_api import lease, objects, resources
 from tests.support.stub_api.apiserver import StubServer
 from tests.support.stub_api.objects import BATCH_JOB, JobSeed, JobType
 from tests.support.stub_api.record import Recorder
-from tests.support.stub_api.store import Kind, Store
+from tests.support.stub_api.store import Store
 
 from .. import procstat
 from ..environment import config_env
@@ -131,10 +131,6 @@ def _job_type(index: int, level: Level, crd: resources.CustomResource) -> JobTyp
     return BATCH_JOB if batch else objects.parallel_job_type(crd.storage.api_version)
 
 
-def _kind_of(job_type: JobType, crd: resources.CustomResource) -> Kind:
-    return resources.JOB if job_type.batch else crd.storage
-
-
 def seed(level: Level, options: Options, now: datetime) -> Seeded:
     """The store with the namespaces, the CRD, and the level's running jobs and pods,
     its history compacted (as if they had been there long before)."""
@@ -148,23 +144,17 @@ def seed(level: Level, options: Options, now: datetime) -> Seeded:
     jobs, pod_bytes, job_bytes = [], 0, 0
     for i in range(level.jobs):
         job_type = _job_type(i, level, crd)
-        job = JobSeed(
-            namespaces[i % len(namespaces)],
-            f"scale-{i:05d}",
-            str(uuid.uuid4()),
-            level.pods_per_job,
-            job_type,
-        )
+        namespace = namespaces[i % len(namespaces)]
+        job = JobSeed(namespace, f"scale-{i:05d}", str(uuid.uuid4()), level.pods_per_job, job_type)
         jobs.append(job)
-        job_bytes += len(
-            store.create(_kind_of(job_type, crd), job.namespace, objects.job_body(job, now)).bare
-        )
+        kind = resources.JOB if job_type.batch else crd.storage
+        job_bytes += len(store.create(kind, namespace, objects.job_body(job, now)).bare)
         for p in range(job.pods):
             name = f"{job.name}-{''.join(random.choices('bcdfghjklmnpqrstvwxz2456789', k=5))}"
             body = objects.pod_body(
                 job, name, str(uuid.uuid4()), now, node=(i * job.pods + p) % 100
             )
-            pod_bytes += len(store.create(resources.POD, job.namespace, body).bare)
+            pod_bytes += len(store.create(resources.POD, namespace, body).bare)
     store.compact()
     pods = level.jobs * level.pods_per_job
     return Seeded(store, crd, jobs, pod_bytes / max(pods, 1), job_bytes / max(level.jobs, 1))
@@ -230,166 +220,30 @@ async def start_operator(
     return OperatorProcess(proc, metrics_port, liveness_port, log_path, time.monotonic())
 
 
-# -- observing it -------------------------------------------------------------------------
-@dataclass
-class Observations:
-    """What the level's monitors gathered while it ran."""
-
-    samples: dict[str, procstat.Usage] = field(default_factory=dict)
-    timeline: list[dict[str, float]] = field(default_factory=list)
-    healthz: list[tuple[float, float, int]] = field(default_factory=list)
-    scrapes: dict[str, Histogram | None] = field(default_factory=dict)
-
-
-async def monitor(op: OperatorProcess, recorder: Recorder, seen: Observations) -> None:
-    """Samples /proc every half second, a timeline point every second."""
-    last_point = 0.0
-    while op.proc.returncode is None:
-        now = time.monotonic()
-        sample = procstat.sample(op.pid)
-        if sample is None:
-            return
-        if now - last_point >= 1.0:
-            last_point = now
-            seen.timeline.append(
-                {
-                    "t": round(now - op.started, 2),
-                    "cpu_s": round(sample.cpu_seconds, 2),
-                    "rss_mib": round(sample.rss_bytes / procstat.MIB, 1),
-                    "synced": recorder.synced(),
-                    "status_writes": sum(recorder.status_writes.values()),
-                }
-            )
-        await asyncio.sleep(SAMPLE_SECONDS)
+# -- the level -------------------------------------------------------------------------------
+def _mib(value: int | None) -> float | None:
+    return round(value / procstat.MIB, 1) if value is not None else None
 
 
 def _loopback(port: int) -> Kube:
     return Kube(Credentials(f"http://127.0.0.1:{port}"))
 
 
-async def probe_healthz(op: OperatorProcess, period: float, seen: Observations) -> None:
-    """GET /healthz as the Deployment's probes do (every few seconds, 5 s timeout)."""
-    async with _loopback(op.liveness_port) as kube:
-        while op.proc.returncode is None:
-            await asyncio.sleep(period)
-            started = time.monotonic()
-            try:
-                await kube.get_text("/healthz", timeout=5)
-                code = 200
-            except ApiError as exc:
-                code = exc.status
-            except (aiohttp.ClientError, TimeoutError):
-                code = 0
-            seen.healthz.append((started - op.started, time.monotonic() - started, code))
-
-
-async def scrape_histograms(
-    op: OperatorProcess, names: Iterable[str], timeout: float = 60.0
-) -> dict[str, Histogram]:
-    """The histograms ``names`` from the operator's /metrics now (those it serves)."""
-    try:
-        async with _loopback(op.metrics_port) as kube:
-            text = await kube.get_text("/metrics", timeout=timeout)
-    except (ApiError, aiohttp.ClientError, TimeoutError):
-        return {}
-    found = {name: parse_histogram(text, name) for name in names}
-    return {name: h for name, h in found.items() if h is not None}
-
-
-async def scrape_lag(op: OperatorProcess) -> Histogram | None:
-    return (await scrape_histograms(op, [LOOP_LAG])).get(LOOP_LAG)
-
-
-def _sampler(op: OperatorProcess, seen: Observations, name: str) -> Callable[[], None]:
-    """A callback that reads /proc at once (at the instant the stub saw the event)."""
-
-    def take() -> None:
-        sample = procstat.sample(op.pid)
-        if sample is not None:
-            seen.samples[name] = sample
-
-    return take
-
-
-# -- probes -----------------------------------------------------------------------------------
-def new_job(seeded: Seeded, options: Options, name: str, index: int, pods: int) -> JobSeed:
-    """A new ParallelJob of ``pods`` pods, in the namespaces in turn by ``index``."""
-    job_type = objects.parallel_job_type(seeded.crd.storage.api_version)
-    namespace = f"{NAMESPACE_PREFIX}{index % options.namespaces:02d}"
-    return JobSeed(namespace, name, str(uuid.uuid4()), pods, job_type)
-
-
-def create_job(seeded: Seeded, job: JobSeed) -> None:
-    """``job`` as a user creates it: no status yet."""
-    body = objects.job_body(job, datetime.now(UTC), running=False)
-    seeded.store.create(seeded.crd.storage, job.namespace, body)
-
-
-async def run_probes(
-    seeded: Seeded, recorder: Recorder, options: Options, pods: int
-) -> dict[str, Any]:
-    """Creates the probe jobs at the probe rate and waits for each one's first pod."""
-    created: dict[str, float] = {}
-    for i in range(options.probes):
-        job = new_job(seeded, options, f"probe-{i:03d}", i, pods)
-        recorder.timed.add(job.uid)
-        created[job.uid] = recorder.clock()
-        create_job(seeded, job)
-        await asyncio.sleep(1 / options.probe_rate)
-    deadline = time.monotonic() + options.probe_timeout
-    while time.monotonic() < deadline and not all(u in recorder.first_pod_post for u in created):
-        await asyncio.sleep(0.05)
-    return probe_figures(created, recorder)
-
-
-# -- growth -----------------------------------------------------------------------------------
-async def run_growth(
-    seeded: Seeded, recorder: Recorder, options: Options, op: OperatorProcess, pods: int
-) -> dict[str, Any]:
-    """Creates ``options.grow`` jobs of ``pods`` pods at the growth rate, waits until
-    the operator has created every one of their pods (which the stub runs) and the
-    settle time more; the operator's longest pauses, CPU and RSS meanwhile."""
-    before = await scrape_histograms(op, PAUSE_METRICS.values())
-    start = procstat.sample(op.pid)
-    started = time.monotonic()
-    creations = recorder.pod_creations
-    for i in range(options.grow):
-        create_job(seeded, new_job(seeded, options, f"grow-{i:05d}", i, pods))
-        await asyncio.sleep(1 / options.grow_rate)
-    created_s = time.monotonic() - started
-    wanted = creations + options.grow * pods
-    deadline = started + options.grow_timeout
-    while recorder.pod_creations < wanted and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
-    pods_s = time.monotonic() - started
-    await asyncio.sleep(options.settle_seconds)  # the last pods run and their status lands
-    after = await scrape_histograms(op, PAUSE_METRICS.values())
-    end = procstat.sample(op.pid)
-    out: dict[str, Any] = {
-        "jobs": options.grow,
-        "rate_per_s": options.grow_rate,
-        "created_s": round(created_s, 1),
-        "pods_created": recorder.pod_creations - creations,
-        "pods_created_s": round(pods_s, 1),
-        "longest_ms": {
-            key: _longest_ms(after[name].minus(before.get(name)))
-            for key, name in PAUSE_METRICS.items()
-            if name in after
-        },
-    }
-    if start is not None and end is not None:
-        out["cpu_s"] = round(end.cpu_seconds - start.cpu_seconds, 2)
-        out["rss_before_mib"] = _mib(start.rss_bytes)
-        out["rss_after_mib"] = _mib(end.rss_bytes)
-    if recorder.pod_creations < wanted:
-        out["error"] = f"{wanted - recorder.pod_creations} pods not created in time"
-    return out
-
-
 def _longest_ms(h: Histogram) -> list[float] | None:
     """The bounds of the bucket holding the longest observation, in ms."""
     top = h.max_range()
     return [round(b * 1000, 1) for b in top] if top else None
+
+
+def _lag(h: Histogram | None) -> dict[str, Any] | None:
+    if h is None:
+        return None
+    top = h.max_range()
+    return {
+        "samples": int(h.count),
+        "mean_ms": round(h.mean * 1000, 1) if h.mean is not None else None,
+        "max_between_s": list(top) if top else None,
+    }
 
 
 def _ms_stats(values: list[float]) -> dict[str, float] | None:
@@ -402,43 +256,35 @@ def _ms_stats(values: list[float]) -> dict[str, float] | None:
     }
 
 
+def _latencies(starts: dict[str, float], ends: dict[str, float]) -> list[float]:
+    """Per uid in both, in the order of ``starts``: its end - its start."""
+    return [ends[uid] - t for uid, t in starts.items() if uid in ends]
+
+
 def probe_figures(created: dict[str, float], recorder: Recorder) -> dict[str, Any]:
-    after_watch = [
-        recorder.first_pod_post[u] - recorder.delivered[u]
-        for u in created
-        if u in recorder.first_pod_post and u in recorder.delivered
-    ]
-    after_create = [
-        recorder.first_pod_post[u] - t for u, t in created.items() if u in recorder.first_pod_post
-    ]
-    status = [
-        recorder.first_status_write[u] - t
-        for u, t in created.items()
-        if u in recorder.first_status_write
-    ]
+    delivered = {uid: recorder.delivered[uid] for uid in created if uid in recorder.delivered}
+    after_create = _latencies(created, recorder.first_pod_post)
     return {
         "created": len(created),
         "with_first_pod": len(after_create),
-        "first_pod_after_watch": _ms_stats(after_watch),
+        "first_pod_after_watch": _ms_stats(_latencies(delivered, recorder.first_pod_post)),
         "first_pod_after_create": _ms_stats(after_create),
-        "first_status_after_create": _ms_stats(status),
+        "first_status_after_create": _ms_stats(_latencies(created, recorder.first_status_write)),
     }
 
 
-# -- the level ------------------------------------------------------------------------------
-def _mib(value: int | None) -> float | None:
-    return round(value / procstat.MIB, 1) if value is not None else None
+def _writes_per_job(recorder: Recorder) -> dict[str, int]:
+    counts = [recorder.status_writes.get(u, 0) for u in recorder.expected]
+    return {"min": min(counts, default=0), "max": max(counts, default=0), "total": sum(counts)}
 
 
-def _lag(h: Histogram | None) -> dict[str, Any] | None:
-    if h is None:
-        return None
-    top = h.max_range()
-    return {
-        "samples": int(h.count),
-        "mean_ms": round(h.mean * 1000, 1) if h.mean is not None else None,
-        "max_between_s": list(top) if top else None,
-    }
+def thin(points: list[dict[str, float]], most: int) -> list[dict[str, float]]:
+    """At most ``most`` points, evenly spaced, the last one kept."""
+    if len(points) <= most:
+        return points
+    step = len(points) / most
+    kept = [points[int(i * step)] for i in range(most - 1)]
+    return [*kept, points[-1]]
 
 
 async def _wait_dump(path: Path, sequence: int, timeout: float) -> dict[str, Any] | None:
@@ -473,6 +319,292 @@ def _baseline_gate(op_ref: list[OperatorProcess], dump: Path) -> Callable[[str],
     return gate
 
 
+#: How long the standby watches after its pod listing before the takeover (its jobs'
+#: metadata listing, and a steady watch).
+WARM_SECONDS = 3.0
+
+
+@dataclass
+class LevelRun:
+    """One level as it runs: the seeded stub and its record, the operator, and what the
+    monitors gather meanwhile."""
+
+    level: Level
+    options: Options
+    seeded: Seeded
+    recorder: Recorder
+    op: OperatorProcess
+    dump: Path
+    #: /proc read at the instant the stub saw an event ("synced", "pods_listed").
+    samples: dict[str, procstat.Usage] = field(default_factory=dict)
+    timeline: list[dict[str, float]] = field(default_factory=list)
+    #: Each /healthz probe: (when, how long it took, its status; 0: no answer).
+    healthz: list[tuple[float, float, int]] = field(default_factory=list)
+    #: The loop lag histogram when every job was synced, once steady, at the end.
+    scrapes: dict[str, Histogram | None] = field(default_factory=dict)
+
+    def since_start(self, t: float | None) -> float | None:
+        return round(t - self.op.started, 2) if t else None
+
+    def sampler(self, name: str) -> Callable[[], None]:
+        """A callback that reads /proc at once (at the instant the stub saw the event)."""
+
+        def take() -> None:
+            sample = procstat.sample(self.op.pid)
+            if sample is not None:
+                self.samples[name] = sample
+
+        return take
+
+    async def monitor(self) -> None:
+        """Samples /proc every half second, a timeline point every second."""
+        last_point = 0.0
+        while self.op.proc.returncode is None:
+            now = time.monotonic()
+            sample = procstat.sample(self.op.pid)
+            if sample is None:
+                return
+            if now - last_point >= 1.0:
+                last_point = now
+                self.timeline.append(
+                    {
+                        "t": round(now - self.op.started, 2),
+                        "cpu_s": round(sample.cpu_seconds, 2),
+                        "rss_mib": round(sample.rss_bytes / procstat.MIB, 1),
+                        "synced": self.recorder.synced(),
+                        "status_writes": sum(self.recorder.status_writes.values()),
+                    }
+                )
+            await asyncio.sleep(SAMPLE_SECONDS)
+
+    async def probe_healthz(self) -> None:
+        """GET /healthz as the Deployment's probes do (every few seconds, 5 s timeout)."""
+        async with _loopback(self.op.liveness_port) as kube:
+            while self.op.proc.returncode is None:
+                await asyncio.sleep(self.options.healthz_seconds)
+                started = time.monotonic()
+                try:
+                    await kube.get_text("/healthz", timeout=5)
+                    code = 200
+                except ApiError as exc:
+                    code = exc.status
+                except (aiohttp.ClientError, TimeoutError):
+                    code = 0
+                self.healthz.append((started - self.op.started, time.monotonic() - started, code))
+
+    async def histograms(self, names: Iterable[str]) -> dict[str, Histogram]:
+        """The histograms ``names`` from the operator's /metrics now (those it serves)."""
+        try:
+            async with _loopback(self.op.metrics_port) as kube:
+                text = await kube.get_text("/metrics", timeout=60.0)
+        except (ApiError, aiohttp.ClientError, TimeoutError):
+            return {}
+        found = {name: parse_histogram(text, name) for name in names}
+        return {name: h for name, h in found.items() if h is not None}
+
+    async def scrape_lag(self, point: str) -> None:
+        self.scrapes[point] = (await self.histograms([LOOP_LAG])).get(LOOP_LAG)
+
+    def new_job(self, name: str, index: int, pods: int) -> JobSeed:
+        """A new ParallelJob of ``pods`` pods, in the namespaces in turn by ``index``."""
+        job_type = objects.parallel_job_type(self.seeded.crd.storage.api_version)
+        namespace = f"{NAMESPACE_PREFIX}{index % self.options.namespaces:02d}"
+        return JobSeed(namespace, name, str(uuid.uuid4()), pods, job_type)
+
+    def create(self, job: JobSeed) -> str:
+        """``job`` as a user creates it (no status yet); its uid."""
+        body = objects.job_body(job, datetime.now(UTC), running=False)
+        self.seeded.store.create(self.seeded.crd.storage, job.namespace, body)
+        return job.uid
+
+    async def measure(self) -> dict[str, Any]:
+        options, op = self.options, self.op
+        out: dict[str, Any] = {}
+        if options.failover:
+            out["failover"] = await self.fail_over()
+            if "error" in out["failover"]:
+                out["error"] = out["failover"]["error"]
+                return out
+        exited = asyncio.create_task(op.proc.wait())
+        synced = asyncio.create_task(self.recorder.all_synced.wait())
+        await asyncio.wait(
+            {exited, synced}, timeout=options.sync_timeout, return_when=asyncio.FIRST_COMPLETED
+        )
+        synced.cancel()
+        if exited.done():
+            out["error"] = f"the operator exited ({op.proc.returncode}) before every job was synced"
+            return out
+        exited.cancel()
+        out |= self.startup_figures()
+        await self.scrape_lag("synced")
+        await asyncio.sleep(options.settle_seconds)
+        steady = procstat.sample(op.pid)
+        out["rss_steady_mib"] = _mib(steady.rss_bytes) if steady else None
+        await self.scrape_lag("steady")
+        if options.traced:
+            op.proc.send_signal(signal.SIGUSR1)
+            data = await _wait_dump(self.dump, 2, 600)
+            grown = memory.summarize(data, self.level.objects) if data else {"error": "no dump"}
+            out["memory"] = grown
+        elif out["synced"]:
+            out["probes"] = await self.probes()
+            await asyncio.sleep(2)  # the probes' own status writes land
+            if options.grow:
+                out["growth"] = await self.growth()
+        final = procstat.sample(op.pid)
+        await self.scrape_lag("end")
+        if final is not None:
+            out["rss_peak_mib"] = _mib(final.hwm_bytes)
+            out["rss_end_mib"] = _mib(final.rss_bytes)
+            out["cpu_end_s"] = round(final.cpu_seconds, 2)
+        at_sync, steady_lag = self.scrapes["synced"], self.scrapes["steady"]
+        out["loop_lag"] = {
+            "until_synced": _lag(at_sync),
+            "at_rest": _lag(steady_lag.minus(at_sync) if steady_lag is not None else None),
+            "whole_run": _lag(self.scrapes["end"]),
+        }
+        return out
+
+    async def fail_over(self) -> dict[str, Any]:
+        """Stands the operator by until it has been sent every pod, then fails over to it."""
+        recorder, store, timeout = self.recorder, self.seeded.store, self.options.sync_timeout
+
+        def warm() -> bool:
+            listed = recorder.pods_listed_at
+            return listed is not None and time.monotonic() - listed >= WARM_SECONDS
+
+        if not await lease.hold_until(store, SYSTEM_NAMESPACE, warm, timeout):
+            return {"error": "the standby was not sent every pod in time"}
+        if recorder.status_writes:
+            return {"error": "the standby wrote a job's status"}
+        # In the last namespace (see failover.PROBE_NAME).
+        probe = self.new_job(failover.PROBE_NAME, self.options.namespaces - 1, 1)
+        pid = self.op.pid
+        figures = await failover.measure(
+            store, recorder, pid, SYSTEM_NAMESPACE, lambda: self.create(probe), timeout
+        )
+        figures["standby_pods_listed_s"] = self.since_start(recorder.pods_listed_at)
+        return figures
+
+    async def probes(self) -> dict[str, Any]:
+        """Creates the probe jobs at the probe rate and waits for each one's first pod."""
+        options, recorder = self.options, self.recorder
+        created: dict[str, float] = {}
+        for i in range(options.probes):
+            job = self.new_job(f"probe-{i:03d}", i, self.level.pods_per_job)
+            recorder.timed.add(job.uid)
+            created[job.uid] = recorder.clock()
+            self.create(job)
+            await asyncio.sleep(1 / options.probe_rate)
+        deadline = time.monotonic() + options.probe_timeout
+        while time.monotonic() < deadline and not all(
+            u in recorder.first_pod_post for u in created
+        ):
+            await asyncio.sleep(0.05)
+        return probe_figures(created, recorder)
+
+    async def growth(self) -> dict[str, Any]:
+        """Creates ``options.grow`` jobs at the growth rate, waits until the operator has
+        created every one of their pods (which the stub runs) and the settle time more;
+        the operator's longest pauses, CPU and RSS meanwhile."""
+        options, recorder, pods = self.options, self.recorder, self.level.pods_per_job
+        before = await self.histograms(PAUSE_METRICS.values())
+        start = procstat.sample(self.op.pid)
+        started = time.monotonic()
+        creations = recorder.pod_creations
+        for i in range(options.grow):
+            self.create(self.new_job(f"grow-{i:05d}", i, pods))
+            await asyncio.sleep(1 / options.grow_rate)
+        created_s = time.monotonic() - started
+        wanted = creations + options.grow * pods
+        deadline = started + options.grow_timeout
+        while recorder.pod_creations < wanted and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        pods_s = time.monotonic() - started
+        await asyncio.sleep(options.settle_seconds)  # the last pods run and their status lands
+        after = await self.histograms(PAUSE_METRICS.values())
+        end = procstat.sample(self.op.pid)
+        out: dict[str, Any] = {
+            "jobs": options.grow,
+            "rate_per_s": options.grow_rate,
+            "created_s": round(created_s, 1),
+            "pods_created": recorder.pod_creations - creations,
+            "pods_created_s": round(pods_s, 1),
+            "longest_ms": {
+                key: _longest_ms(after[name].minus(before.get(name)))
+                for key, name in PAUSE_METRICS.items()
+                if name in after
+            },
+        }
+        if start is not None and end is not None:
+            out["cpu_s"] = round(end.cpu_seconds - start.cpu_seconds, 2)
+            out["rss_before_mib"] = _mib(start.rss_bytes)
+            out["rss_after_mib"] = _mib(end.rss_bytes)
+        if recorder.pod_creations < wanted:
+            out["error"] = f"{wanted - recorder.pod_creations} pods not created in time"
+        return out
+
+    def startup_figures(self) -> dict[str, Any]:
+        """Until every job's status was written once (or the timeout: then how far it got)."""
+        recorder, writes = self.recorder, self.recorder.first_status_write
+        first_write = min((writes[u] for u in recorder.expected if u in writes), default=None)
+        at_sync = self.samples.get("synced") or procstat.sample(self.op.pid)
+        listed = self.samples.get("pods_listed")
+        synced = recorder.synced_at
+
+        def cpu(sample: procstat.Usage | None) -> float | None:
+            return round(sample.cpu_seconds, 2) if sample else None
+
+        return {
+            "synced": synced is not None,
+            "jobs_synced": recorder.synced(),
+            "wall_first_write_s": self.since_start(first_write),
+            "wall_pods_listed_s": self.since_start(recorder.pods_listed_at),
+            "cpu_pods_listed_s": cpu(listed),
+            "wall_synced_s": self.since_start(synced),
+            "cpu_synced_s": cpu(at_sync) if synced else None,
+            "cpu_at_timeout_s": None if synced else cpu(at_sync),
+            "rss_at_sync_mib": _mib(at_sync.rss_bytes) if at_sync else None,
+            "hwm_at_sync_mib": _mib(at_sync.hwm_bytes) if at_sync else None,
+            "status_writes_per_job_at_sync": _writes_per_job(recorder),
+        }
+
+    def traffic(self) -> dict[str, Any]:
+        recorder = self.recorder
+        lists: dict[str, dict[str, int]] = {}
+        for listing in recorder.listings:
+            entry = lists.setdefault(
+                listing.resource, {"requests": 0, "items": 0, "bytes": 0, "paged": 0}
+            )
+            entry["requests"] += 1
+            entry["items"] += listing.items
+            entry["bytes"] += listing.nbytes
+            entry["paged"] += int(listing.paged)
+        healthz = [d for _, d, _ in self.healthz]
+        requests = [
+            {"verb": v, "resource": r, "code": c, "count": n}
+            for (v, r, c), n in recorder.requests.items()
+        ]
+        return {
+            "status_writes_per_job_end": _writes_per_job(recorder),
+            "job_writes": sum(recorder.job_writes.values()),
+            "pod_creations": recorder.pod_creations,
+            "requests": sorted(requests, key=lambda e: (str(e["resource"]), str(e["verb"]))),
+            "unknown_paths": dict(recorder.unknown),
+            "lists": lists,
+            "watches": [
+                {"t": round(t - self.op.started, 2), "resource": r, "query": q}
+                for t, r, q in recorder.watches
+            ],
+            "healthz": {
+                "probes": len(healthz),
+                "max_s": round(max(healthz), 3) if healthz else None,
+                "failed": sum(1 for _, _, code in self.healthz if code != 200),
+            },
+            "timeline": thin(self.timeline, TIMELINE_POINTS),
+        }
+
+
 async def run_level(level: Level, options: Options) -> dict[str, Any]:
     now = datetime.now(UTC)
     seed_started = time.monotonic()
@@ -500,19 +632,16 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
         server.gate = _baseline_gate(op_ref, dump)
     op = await start_operator(options, config_path, dump, options.logs / f"{stem}.log")
     op_ref.append(op)
-    seen = Observations()
-    recorder.on_synced.append(_sampler(op, seen, "synced"))
-    recorder.on_pods_listed.append(_sampler(op, seen, "pods_listed"))
-    tasks = [
-        asyncio.create_task(monitor(op, recorder, seen)),
-        asyncio.create_task(probe_healthz(op, options.healthz_seconds, seen)),
-    ]
+    run = LevelRun(level, options, seeded, recorder, op, dump)
+    recorder.on_synced.append(run.sampler("synced"))
+    recorder.on_pods_listed.append(run.sampler("pods_listed"))
+    tasks = [asyncio.create_task(run.monitor()), asyncio.create_task(run.probe_healthz())]
     result: dict[str, Any] = {"level": asdict(level) | {"objects": level.objects}, "mode": mode}
     result["sync_timeout_s"] = options.sync_timeout
     # The machine may be shared: its load says how far the figures can be trusted.
     result["load_average_at_start"] = round(os.getloadavg()[0], 2)
     try:
-        result |= await _measure(level, options, seeded, recorder, op, seen, dump)
+        result |= await run.measure()
     finally:
         for task in tasks:
             task.cancel()
@@ -520,178 +649,8 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
         result["operator_exit_code"] = await op.stop()
         await server.stop()
     result["load_average_at_end"] = round(os.getloadavg()[0], 2)
-    result |= _traffic(recorder, op, seen)
+    result |= run.traffic()
     result["seed_seconds"] = round(seed_seconds, 1)
     result["sizes"] = {"pod_bytes": round(seeded.pod_bytes), "job_bytes": round(seeded.job_bytes)}
     result["operator_log"] = str(op.log_path)
     return result
-
-
-async def _measure(
-    level: Level,
-    options: Options,
-    seeded: Seeded,
-    recorder: Recorder,
-    op: OperatorProcess,
-    seen: Observations,
-    dump: Path,
-) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if options.failover:
-        out["failover"] = await _fail_over(seeded, recorder, op, options)
-        if "error" in out["failover"]:
-            out["error"] = out["failover"]["error"]
-            return out
-    exited = asyncio.create_task(op.proc.wait())
-    synced = asyncio.create_task(recorder.all_synced.wait())
-    await asyncio.wait(
-        {exited, synced}, timeout=options.sync_timeout, return_when=asyncio.FIRST_COMPLETED
-    )
-    synced.cancel()
-    if exited.done():
-        out["error"] = f"the operator exited ({op.proc.returncode}) before every job was synced"
-        return out
-    exited.cancel()
-    out |= _startup_figures(recorder, op, seen)
-    seen.scrapes["synced"] = await scrape_lag(op)
-    await asyncio.sleep(options.settle_seconds)
-    steady = procstat.sample(op.pid)
-    out["rss_steady_mib"] = _mib(steady.rss_bytes) if steady else None
-    seen.scrapes["steady"] = await scrape_lag(op)
-    if options.traced:
-        op.proc.send_signal(signal.SIGUSR1)
-        data = await _wait_dump(dump, 2, 600)
-        out["memory"] = memory.summarize(data, level.objects) if data else {"error": "no dump"}
-    elif out["synced"]:
-        out["probes"] = await run_probes(seeded, recorder, options, level.pods_per_job)
-        await asyncio.sleep(2)  # the probes' own status writes land
-        if options.grow:
-            out["growth"] = await run_growth(seeded, recorder, options, op, level.pods_per_job)
-    final = procstat.sample(op.pid)
-    seen.scrapes["end"] = await scrape_lag(op)
-    if final is not None:
-        out["rss_peak_mib"] = _mib(final.hwm_bytes)
-        out["rss_end_mib"] = _mib(final.rss_bytes)
-        out["cpu_end_s"] = round(final.cpu_seconds, 2)
-    out["loop_lag"] = {
-        "until_synced": _lag(seen.scrapes["synced"]),
-        "at_rest": _lag(_since(seen.scrapes["steady"], seen.scrapes["synced"])),
-        "whole_run": _lag(seen.scrapes["end"]),
-    }
-    return out
-
-
-#: How long the standby watches after its pod listing before the takeover (its jobs'
-#: metadata listing, and a steady watch).
-WARM_SECONDS = 3.0
-
-
-async def _fail_over(
-    seeded: Seeded, recorder: Recorder, op: OperatorProcess, options: Options
-) -> dict[str, Any]:
-    """Stands the operator by until it has been sent every pod, then fails over to it."""
-
-    def warm() -> bool:
-        listed = recorder.pods_listed_at
-        return listed is not None and time.monotonic() - listed >= WARM_SECONDS
-
-    if not await lease.hold_until(seeded.store, SYSTEM_NAMESPACE, warm, options.sync_timeout):
-        return {"error": "the standby was not sent every pod in time"}
-    if recorder.status_writes:
-        return {"error": "the standby wrote a job's status"}
-    figures = await failover.measure(
-        seeded.store,
-        seeded.crd,
-        recorder,
-        op.pid,
-        namespace=SYSTEM_NAMESPACE,
-        probe_namespace=f"{NAMESPACE_PREFIX}{options.namespaces - 1:02d}",
-        pods=1,
-        timeout=options.sync_timeout,
-    )
-    assert recorder.pods_listed_at is not None
-    figures["standby_pods_listed_s"] = round(recorder.pods_listed_at - op.started, 2)
-    return figures
-
-
-def _since(later: Histogram | None, earlier: Histogram | None) -> Histogram | None:
-    return later.minus(earlier) if later is not None else None
-
-
-def _startup_figures(recorder: Recorder, op: OperatorProcess, seen: Observations) -> dict[str, Any]:
-    """Until every job's status was written once (or the timeout: then how far it got)."""
-    firsts = [
-        recorder.first_status_write[u]
-        for u in recorder.expected
-        if u in recorder.first_status_write
-    ]
-    at_sync = seen.samples.get("synced") or procstat.sample(op.pid)
-    listed = seen.samples.get("pods_listed")
-    return {
-        "synced": recorder.synced_at is not None,
-        "jobs_synced": recorder.synced(),
-        "wall_first_write_s": round(min(firsts) - op.started, 2) if firsts else None,
-        "wall_pods_listed_s": (
-            round(recorder.pods_listed_at - op.started, 2) if recorder.pods_listed_at else None
-        ),
-        "cpu_pods_listed_s": round(listed.cpu_seconds, 2) if listed else None,
-        "wall_synced_s": round(recorder.synced_at - op.started, 2) if recorder.synced_at else None,
-        "cpu_synced_s": round(at_sync.cpu_seconds, 2) if at_sync and recorder.synced_at else None,
-        "cpu_at_timeout_s": round(at_sync.cpu_seconds, 2)
-        if at_sync and not recorder.synced_at
-        else None,
-        "rss_at_sync_mib": _mib(at_sync.rss_bytes) if at_sync else None,
-        "hwm_at_sync_mib": _mib(at_sync.hwm_bytes) if at_sync else None,
-        "status_writes_per_job_at_sync": _writes_per_job(recorder),
-    }
-
-
-def _writes_per_job(recorder: Recorder) -> dict[str, int]:
-    counts = [recorder.status_writes.get(u, 0) for u in recorder.expected]
-    return {"min": min(counts, default=0), "max": max(counts, default=0), "total": sum(counts)}
-
-
-def _traffic(recorder: Recorder, op: OperatorProcess, seen: Observations) -> dict[str, Any]:
-    lists: dict[str, dict[str, int]] = {}
-    for listing in recorder.listings:
-        entry = lists.setdefault(
-            listing.resource, {"requests": 0, "items": 0, "bytes": 0, "paged": 0}
-        )
-        entry["requests"] += 1
-        entry["items"] += listing.items
-        entry["bytes"] += listing.nbytes
-        entry["paged"] += int(listing.paged)
-    healthz = [d for _, d, _ in seen.healthz]
-    return {
-        "status_writes_per_job_end": _writes_per_job(recorder),
-        "job_writes": sum(recorder.job_writes.values()),
-        "pod_creations": recorder.pod_creations,
-        "requests": sorted(
-            (
-                {"verb": v, "resource": r, "code": c, "count": n}
-                for (v, r, c), n in recorder.requests.items()
-            ),
-            key=lambda e: (str(e["resource"]), str(e["verb"])),
-        ),
-        "unknown_paths": dict(recorder.unknown),
-        "lists": lists,
-        "watches": [
-            {"t": round(t - op.started, 2), "resource": r, "query": q}
-            for t, r, q in recorder.watches
-        ],
-        "healthz": {
-            "probes": len(healthz),
-            "max_s": round(max(healthz), 3) if healthz else None,
-            "failed": sum(1 for _, _, code in seen.healthz if code != 200),
-        },
-        "timeline": thin(seen.timeline, TIMELINE_POINTS),
-    }
-
-
-def thin(points: list[dict[str, float]], most: int) -> list[dict[str, float]]:
-    """At most ``most`` points, evenly spaced, the last one kept."""
-    if len(points) <= most:
-        return points
-    step = len(points) / most
-    kept = [points[int(i * step)] for i in range(most - 1)]
-    return [*kept, points[-1]]
