@@ -6,10 +6,8 @@ runs against a real redis-server. On the cluster, tests/e2e/test_keda.py applies
 
 from __future__ import annotations
 
-import copy
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +20,8 @@ import yaml
 from paralleljob.worker.cli import parse_work_args
 from tests.support.wait import wait_until
 
+from .examples import one, render
+
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "manifests" / "examples" / "workqueue-autoscaled"
 BASE = REPO / "manifests" / "examples" / "workqueue"
@@ -30,18 +30,7 @@ BIN = Path(sys.executable).parent
 
 @pytest.fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("no kubectl to render the kustomization with")
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(EXAMPLE)], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    [found] = [d for d in docs if d["kind"] == kind]
-    return copy.deepcopy(found)
+    return render(EXAMPLE)
 
 
 def base(name: str, kind: str) -> dict[str, Any]:

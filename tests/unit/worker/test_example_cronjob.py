@@ -6,9 +6,6 @@ cluster, tests/e2e/test_cronjob_workqueue.py runs it for real and ``make demo`` 
 
 from __future__ import annotations
 
-import copy
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,30 +14,17 @@ import yaml
 
 from paralleljob import constants as c
 
+from .examples import one, render
+
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "manifests" / "examples" / "cronjob-workqueue"
 BASE = REPO / "manifests" / "examples" / "workqueue"
 NAME = "cronjob-workqueue"
 
 
-def render(path: Path) -> list[dict[str, Any]]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("no kubectl to render the kustomization with")
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
 @pytest.fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
     return render(EXAMPLE)
-
-
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    [found] = [d for d in docs if d["kind"] == kind]
-    return copy.deepcopy(found)
 
 
 def base(name: str, kind: str) -> dict[str, Any]:

@@ -5,9 +5,6 @@ On the cluster, tests/e2e/test_workqueue_scale_down.py runs it for real."""
 
 from __future__ import annotations
 
-import copy
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,8 @@ import pytest
 import yaml
 
 from paralleljob.worker.cli import parse_work_args
+
+from .examples import one, render
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = REPO / "manifests" / "examples" / "workqueue-scale-down"
@@ -27,18 +26,7 @@ def _docs(path: Path) -> list[dict[str, Any]]:
 
 @pytest.fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
-    if shutil.which("kubectl") is None:
-        pytest.skip("no kubectl to render the kustomization with")
-    out = subprocess.run(
-        ["kubectl", "kustomize", str(EXAMPLE)], capture_output=True, text=True, timeout=60
-    )
-    assert out.returncode == 0, out.stderr
-    return [d for d in yaml.safe_load_all(out.stdout) if d]
-
-
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    [found] = [d for d in docs if d["kind"] == kind]
-    return copy.deepcopy(found)
+    return render(EXAMPLE)
 
 
 def test_it_is_the_base_plus_the_workers_rbac(rendered: list[dict[str, Any]]) -> None:

@@ -9,7 +9,6 @@ API server without a word, ``managedBy`` first. On the cluster, tests/e2e/test_k
 
 from __future__ import annotations
 
-import copy
 import os
 import re
 import shutil
@@ -22,8 +21,8 @@ import yaml
 
 from paralleljob import constants as c
 
+from .examples import one, render
 from .test_example_autoscaled import keda_env
-from .test_example_cronjob import render
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "manifests" / "examples"
@@ -34,11 +33,6 @@ NAME = "workqueue-scaledjob"
 @pytest.fixture(scope="module")
 def rendered() -> list[dict[str, Any]]:
     return render(EXAMPLE)
-
-
-def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
-    [found] = [d for d in docs if d["kind"] == kind]
-    return copy.deepcopy(found)
 
 
 def test_it_is_the_base_s_redis_and_producer_the_namespace_secret_and_the_scaledjob(
