@@ -41,11 +41,6 @@ TIMEOUT = 5.0
 log = logging.getLogger("paralleljob-worker")
 
 
-def cost(busy: bool) -> int:
-    """The deletion cost of a worker that is running an item (busy) or waiting for one."""
-    return BUSY_COST if busy else IDLE_COST
-
-
 def patch_body(value: int) -> bytes:
     """The JSON merge patch that sets the pod's deletion cost to ``value``."""
     patch = {"metadata": {"annotations": {POD_DELETION_COST: str(value)}}}
