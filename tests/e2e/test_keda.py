@@ -5,9 +5,10 @@ ScaledObject), drained by ``paralleljob-worker`` pods on the real node while KED
 ScaledObject moves ``spec.parallelism`` with the stream's backlog.
 
 KEDA is the pinned one, installed by ``hack/keda.sh up`` (``make keda``: on the local cluster
-built from the Go module proxy; on kind its released manifests) and removed again afterwards
-when this module installed it. Its HPA is kube-controller-manager's (sync every 15 s); the
-external metric goes through the API server's aggregation layer to KEDA's metrics server.
+built from the Go module proxy; on kind its released manifests) and removed again after the
+last of the run's workers that use it, when this run installed it. Its HPA is
+kube-controller-manager's (sync every 15 s); the external metric goes through the API server's
+aggregation layer to KEDA's metrics server.
 
 What the test changes in the rendered example: the image (the one ``hack/node-image.sh``
 loaded), the number of items (the producer's ``LAST`` and, as the example's replacement
@@ -47,6 +48,7 @@ import yaml
 
 from paralleljob import constants as c
 from tests.conftest import Cluster
+from tests.support.locks import shared_use
 from tests.support.wait import wait_until
 
 from .conftest import Operator
@@ -102,7 +104,8 @@ def _keda_available() -> bool:
 
 @pytest.fixture(scope="module")
 def keda(cluster: Cluster) -> Iterator[None]:
-    """KEDA on the cluster; removed afterwards when this module installed it."""
+    """KEDA on the cluster while any worker's test uses it; removed after the last one when
+    this run installed it."""
     context = kubectl("config", "current-context", check=False).stdout.strip()
     if cluster.local:
         mode = "local"
@@ -111,23 +114,27 @@ def keda(cluster: Cluster) -> Iterator[None]:
     else:
         pytest.skip("KEDA is installed on the local cluster or kind only")
     env = {**os.environ, "PJ_USER_KUBECONFIG": cluster.kubeconfig}
-    there_before = _keda_available()
-    started = time.monotonic()
-    proc = subprocess.run(
-        [str(KEDA), "up", mode], env=env, capture_output=True, text=True, timeout=1800
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"hack/keda.sh up {mode} failed:\n{proc.stderr[-4000:]}", pytrace=False)
-    print(f"\nhack/keda.sh up {mode}: {time.monotonic() - started:.0f}s")
-    try:
+
+    def up() -> bool:
+        there_before = _keda_available()
+        started = time.monotonic()
+        proc = subprocess.run(
+            [str(KEDA), "up", mode], env=env, capture_output=True, text=True, timeout=1800
+        )
+        if proc.returncode != 0:
+            pytest.fail(f"hack/keda.sh up {mode} failed:\n{proc.stderr[-4000:]}", pytrace=False)
+        print(f"\nhack/keda.sh up {mode}: {time.monotonic() - started:.0f}s")
+        return not there_before
+
+    def down() -> None:
+        proc = subprocess.run(
+            [str(KEDA), "down", mode], env=env, capture_output=True, text=True, timeout=600
+        )
+        if proc.returncode != 0:
+            pytest.fail(f"hack/keda.sh down {mode} failed:\n{proc.stderr[-4000:]}")
+
+    with shared_use("keda", up, down):
         yield
-    finally:
-        if not there_before:
-            down = subprocess.run(
-                [str(KEDA), "down", mode], env=env, capture_output=True, text=True, timeout=600
-            )
-            if down.returncode != 0:
-                pytest.fail(f"hack/keda.sh down {mode} failed:\n{down.stderr[-4000:]}")
 
 
 def example(image: str) -> list[dict[str, Any]]:
