@@ -67,6 +67,7 @@ KNOWN_FIELDS: dict[Path, frozenset[str]] = {
             "managedBy",
             "podFailureBackoff",
             "podStartDeadlineSeconds",
+            "restartPolicy",
         }
     ),
     ("spec", "template"): frozenset({"metadata", "spec"}),

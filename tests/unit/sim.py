@@ -18,6 +18,7 @@ from typing import Any
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig, CoreConfig
+from paralleljob.core.job_restart_policy import JobRestartPolicy
 from paralleljob.core.kind import PARALLELJOB
 from paralleljob.core.model import (
     Job,
@@ -189,6 +190,7 @@ class Sim:
                 "managedBy": spec.managed_by,
                 "podFailureBackoff": _pod_failure_backoff(spec),
                 "podStartDeadlineSeconds": spec.pod_start_deadline_seconds,
+                "restartPolicy": _job_restart(spec.job_restart),
                 "template": {"spec": template},
             },
             "status": status_to_dict(job.status),
@@ -414,6 +416,16 @@ def _pod_failure_backoff(spec: JobSpec) -> JsonDict | None:
     if backoff.max_seconds is not None:
         raw["maxSeconds"] = backoff.max_seconds
     return raw
+
+
+def _job_restart(policy: JobRestartPolicy | None) -> JsonDict | None:
+    """A job-level restartPolicy as the ParallelJob's JSON."""
+    if policy is None:
+        return None
+    return {
+        "maxRestarts": policy.max_restarts,
+        "onFailureReasons": sorted(policy.on_failure_reasons),
+    }
 
 
 def _success_policy(policy: SuccessPolicy | None) -> JsonDict | None:

@@ -365,13 +365,11 @@ def job_index_failures(
     return IndexFailures(failed=failed, delayed=delayed)
 
 
-#: batch/v1 JobReasonMaxFailedIndexesExceeded and JobReasonFailedIndexes, with syncJob's
-#: messages.
-REASON_MAX_FAILED_INDEXES_EXCEEDED: Final = "MaxFailedIndexesExceeded"
+#: syncJob's messages for batch/v1 JobReasonMaxFailedIndexesExceeded and
+#: JobReasonFailedIndexes.
 MSG_MAX_FAILED_INDEXES_EXCEEDED: Final = (
     "Job has exceeded the specified maximal number of failed indexes"
 )
-REASON_FAILED_INDEXES: Final = "FailedIndexes"
 MSG_FAILED_INDEXES: Final = "Job has failed indexes"
 
 
@@ -383,9 +381,9 @@ def failed_indexes_verdict(
     failed."""
     total = intervals_total(failed)
     if spec.max_failed_indexes is not None and total > spec.max_failed_indexes:
-        return REASON_MAX_FAILED_INDEXES_EXCEEDED, MSG_MAX_FAILED_INDEXES_EXCEEDED
+        return c.REASON_MAX_FAILED_INDEXES_EXCEEDED, MSG_MAX_FAILED_INDEXES_EXCEEDED
     if total > 0 and total + intervals_total(succeeded) >= (spec.completions or 0):
-        return REASON_FAILED_INDEXES, MSG_FAILED_INDEXES
+        return c.REASON_FAILED_INDEXES, MSG_FAILED_INDEXES
     return None
 
 

@@ -18,6 +18,7 @@ from typing import Any, Final, Protocol
 from .. import constants as c
 from ..json_types import JsonDict
 from ..timeutil import format_time, parse_time
+from .job_restart_policy import JobRestartPolicy, attempt_of, parse_job_restart_policy
 from .pod_failure_policy import (
     PodFailureFacts,
     PodFailurePolicy,
@@ -96,6 +97,9 @@ class JobSpec:
     #: spec.podStartDeadlineSeconds (not in the Job; None: unset): a pod not started this
     #: long after its creation is failed and deleted (pod_start_deadline.py).
     pod_start_deadline_seconds: int | None = None
+    #: spec.restartPolicy (not in the Job; None: unset): a failed job starts again from
+    #: nothing, so many times (job_restarts.py). Not the template's restartPolicy.
+    job_restart: JobRestartPolicy | None = None
     #: The pod template's container names and images, each comma-joined as kubectl's
     #: printJob lays them out (status.containersText, status.imagesText).
     containers_text: str = ""
@@ -147,6 +151,8 @@ class JobStatus:
     #: The pod-failure back-off, persisted so that it survives a restart.
     failures_since_success: int = 0
     last_failure_time: datetime | None = None
+    #: status.restarts (not in the Job): how often spec.restartPolicy restarted the job.
+    restarts: int = 0
     selector: str = ""
     observed_generation: int = 0
     # What `kubectl get pj` prints (the printer columns read these).
@@ -210,6 +216,8 @@ class PodInfo:
     #: controller.kubernetes.io/pod-deletion-cost (get_deletion_cost): a ParallelJob's
     #: scale-down removes the lowest first. 0 when missing or invalid.
     deletion_cost: int = 0
+    #: The attempt of the job that created the pod (spec.restartPolicy; 0: the first).
+    attempt: int = 0
 
     @property
     def active(self) -> bool:
@@ -411,6 +419,7 @@ def parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         managed_by=_str(spec.get("managedBy")),
         pod_failure_backoff=parse_pod_failure_backoff(spec),
         pod_start_deadline_seconds=_positive_int(spec.get("podStartDeadlineSeconds")),
+        job_restart=parse_job_restart_policy(spec),
         containers_text=containers_text,
         images_text=images_text,
     )
@@ -470,6 +479,7 @@ def parse_status(status: Mapping[str, Any]) -> JobStatus:
         failed_indexes=_str(status.get("failedIndexes")),
         failures_since_success=_int(backoff.get("failuresSinceLastSuccess"), 0) or 0,
         last_failure_time=parse_time(backoff.get("lastFailureTime")),
+        restarts=_int(status.get("restarts"), 0) or 0,
         selector=str(status.get("selector", "") or ""),
         observed_generation=_int(status.get("observedGeneration"), 0) or 0,
         status_text=str(status.get("statusText", "") or ""),
@@ -633,6 +643,7 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
         ),
         failure=pod_failure_facts(body) if facts else None,
         deletion_cost=get_deletion_cost(annotations),
+        attempt=attempt_of(_as_dict(meta.get("labels"))),
     )
 
 
@@ -707,6 +718,8 @@ def status_to_dict(status: JobStatus) -> JsonDict:
                 format_time(status.last_failure_time) if status.last_failure_time else None
             ),
         },
+        # Absent, as from a Job, until the job first restarts.
+        "restarts": status.restarts or None,
         "selector": status.selector,
         "observedGeneration": status.observed_generation,
         "statusText": status.status_text,

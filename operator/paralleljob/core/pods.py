@@ -11,6 +11,7 @@ from typing import Any
 from .. import constants as c
 from ..json_types import JsonDict
 from .index_templates import pod_templates
+from .job_restart_policy import attempt_labels
 from .kind import WATCH_LABEL, JobKind
 from .model import Job
 from .sync import PodPlan
@@ -27,12 +28,14 @@ def build_pod(
     kind: JobKind,
     template: Mapping[str, Any] | None = None,
     generate_name: str | None = None,
+    attempt: int = 0,
 ) -> JsonDict:
     """A pod named ``<job>-<5 random chars>`` (generateName), labelled with the job's name
     and uid (and the uid under the label the operator's pod watch selects, which a
     Job's pods would not have), controlled by the job and carrying the tracking finalizer
     (GetPodFromTemplate). An Indexed job's pod comes from its index's ``template`` and
-    ``generate_name`` (``index_templates.pod_templates``, see :func:`new_pod_bodies`)."""
+    ``generate_name`` (``index_templates.pod_templates``, see :func:`new_pod_bodies`). The
+    pods of a restarted job (spec.restartPolicy) are labelled with its ``attempt``."""
     meta = job["metadata"]
     if template is None:
         template = job_template(job)
@@ -41,6 +44,7 @@ def build_pod(
     labels[kind.job_name_label] = meta["name"]
     labels[kind.controller_uid_label] = meta["uid"]
     labels[WATCH_LABEL] = meta["uid"]
+    labels.update(attempt_labels(attempt))
     finalizer = kind.pod_finalizer(job.get("spec") or {})
     finalizers = [f for f in (tmeta.get("finalizers") or []) if f != finalizer]
     finalizers.append(finalizer)
@@ -73,9 +77,9 @@ def new_pod_bodies(
     the pods in ``plan.replaced``."""
     if not plan.create_indexes:
         while True:
-            yield build_pod(body, kind)
+            yield build_pod(body, kind, attempt=job.status.restarts)
     templates = pod_templates(
         job, job_template(body), plan.create_indexes, kind, dict(plan.replaced)
     )
     for template, generate_name in templates:
-        yield build_pod(body, kind, template, generate_name)
+        yield build_pod(body, kind, template, generate_name, job.status.restarts)

@@ -62,6 +62,13 @@ from .indexed import (
     track_succeeded_indexes,
 )
 from .intervals import OrderedIntervals, intervals_total
+from .job_restarts import (
+    REASON_RESTARTED,
+    restart_message,
+    restarted_status,
+    restarts_after,
+    split_attempts,
+)
 from .kind import PARALLELJOB, JobKind
 from .model import (
     Condition,
@@ -148,6 +155,9 @@ class SyncContext:
     #: podStartDeadlineSeconds: the active pods that did not start in time (while the
     #: job has no verdict).
     start_deadlines: StartDeadlines = NO_DEADLINES
+    #: spec.restartPolicy: pods of the job's earlier attempts that still have the
+    #: tracking finalizer, released uncounted (``inp.pods`` has only the current ones).
+    earlier_attempts: tuple[PodInfo, ...] = ()
 
     @property
     def job(self) -> Job:
@@ -359,6 +369,7 @@ def _with_display(ctx: SyncContext, status: JobStatus) -> JobStatus:
 
 def sync_context(inp: SyncInput) -> SyncContext:
     """syncJob up to manageJob: the counts, startTime, and the verdict on the job."""
+    inp, earlier_attempts = _current_attempt(inp)
     job, status = inp.job, inp.job.status
     active = tuple(active_pods(inp.pods))
     new_succeeded, new_failed = new_finished_pods(
@@ -397,7 +408,17 @@ def sync_context(inp: SyncInput) -> SyncContext:
         succeeded_indexes=indexes,
         index_failures=index_failures,
         start_deadlines=unstarted,
+        earlier_attempts=earlier_attempts,
     )
+
+
+def _current_attempt(inp: SyncInput) -> tuple[SyncInput, tuple[PodInfo, ...]]:
+    """A restarted job (spec.restartPolicy) syncs with its current attempt's pods only."""
+    restarts = inp.job.status.restarts
+    if restarts == 0:
+        return inp, ()
+    current, earlier = split_attempts(inp.pods, restarts, inp.expected_removed_finalizers)
+    return replace(inp, pods=current), earlier
 
 
 def _start_time(inp: SyncInput) -> datetime | None:
@@ -790,7 +811,7 @@ def _track_job_status(
     status, terminal = _with_recorded_pods(ctx, status, recorded, verdict)
     return Tracked(
         status=_with_display(ctx, status),
-        remove_finalizers=recorded.remove_finalizers,
+        remove_finalizers=(*recorded.remove_finalizers, *ctx.earlier_attempts),
         uids_with_finalizer=with_finalizer,
         terminal_condition=terminal,
         reached_max_uncounted=recorded.reached_max_uncounted,
@@ -892,7 +913,8 @@ def _enact_job_finished(
     ctx: SyncContext, tracked: Tracked, status: JobStatus
 ) -> tuple[JobStatus, tuple[Event, ...]]:
     """enactJobFinished (unless MaxUncountedPods was reached) and recordJobFinished's
-    events: the terminal condition, once no pod is uncounted or terminating."""
+    events: the terminal condition, once no pod is uncounted or terminating; or, for a
+    Failed that spec.restartPolicy restarts, the next attempt's status (job_restarts.py)."""
     cond = tracked.terminal_condition
     if (
         cond is None
@@ -902,6 +924,11 @@ def _enact_job_finished(
         or status.terminating > 0
     ):
         return status, ()
+    policy = ctx.job.spec.job_restart
+    if policy is not None and restarts_after(policy, status, cond):
+        status = restarted_status(status, suspended=ctx.job.spec.suspend, now=ctx.now)
+        message = restart_message(cond, status.restarts, policy)
+        return status, (Event(WARNING, REASON_RESTARTED, message),)
     conditions, _ = ensure_condition(
         status.conditions, cond.type, cond.status, cond.reason, cond.message, ctx.now
     )

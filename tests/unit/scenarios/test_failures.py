@@ -26,8 +26,6 @@ from paralleljob.config import CoreConfig
 from paralleljob.core.indexed import (
     MSG_FAILED_INDEXES,
     MSG_MAX_FAILED_INDEXES_EXCEEDED,
-    REASON_FAILED_INDEXES,
-    REASON_MAX_FAILED_INDEXES_EXCEEDED,
 )
 from paralleljob.core.managed_by import managed_by_external_controller
 from paralleljob.core.model import (
@@ -71,8 +69,8 @@ SCM, COMPLETE, TARGET, FAILED = (
 )
 REACHED = (c.REASON_COMPLETIONS_REACHED, c.MSG_COMPLETIONS_REACHED)
 BACKOFF = (c.REASON_BACKOFF_LIMIT, c.MSG_BACKOFF_LIMIT)
-FAILED_INDEXES = (REASON_FAILED_INDEXES, MSG_FAILED_INDEXES)
-MAX_FAILED = (REASON_MAX_FAILED_INDEXES_EXCEEDED, MSG_MAX_FAILED_INDEXES_EXCEEDED)
+FAILED_INDEXES = (c.REASON_FAILED_INDEXES, MSG_FAILED_INDEXES)
+MAX_FAILED = (c.REASON_MAX_FAILED_INDEXES_EXCEEDED, MSG_MAX_FAILED_INDEXES_EXCEEDED)
 DISRUPTION = "DisruptionTarget"
 CREATE, DELETE, RELEASE, WRITE = (
     "create_pod",
@@ -919,12 +917,12 @@ def test_more_failed_indexes_than_max_failed_indexes_fail_the_job_at_once() -> N
     assert sim.status.failed_indexes == "0" and sim.condition(TARGET) is None
     sim.finish_index(3, F)
     sim.sync()
-    assert sim.reason(TARGET) == REASON_MAX_FAILED_INDEXES_EXCEEDED
+    assert sim.reason(TARGET) == c.REASON_MAX_FAILED_INDEXES_EXCEEDED
     assert sim.status.failed_indexes == "0,3"
     assert sim.active() == []
     sim.reap()
     sim.settle()
-    assert sim.reason(FAILED) == REASON_MAX_FAILED_INDEXES_EXCEEDED
+    assert sim.reason(FAILED) == c.REASON_MAX_FAILED_INDEXES_EXCEEDED
     assert sim.status.failed == 4
 
 
@@ -938,7 +936,7 @@ def test_a_fail_index_rule_fails_the_index_at_once() -> None:
     assert sim.status.failed_indexes == "0"
     sim.finish_index(1, S)
     sim.settle()
-    assert sim.reason(FAILED) == REASON_FAILED_INDEXES
+    assert sim.reason(FAILED) == c.REASON_FAILED_INDEXES
     assert len(sim.created) == 2
 
 
