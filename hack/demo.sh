@@ -7,7 +7,10 @@
 # docs/worker.md), shown as it drains and checked item by item at the end.
 # Then workload 3 started again by a batch/v1 CronJob every minute, its Jobs
 # run by the operator (spec.managedBy; manifests/examples/cronjob-workqueue):
-# a batch drained by a scheduled Job, a second batch by the next one.
+# a batch drained by a scheduled Job, a second batch by the next one. Then what
+# a Job cannot do (docs/beyond.md): a pod that never starts failed at its
+# deadline, a scale-down that stops idle workers and no busy one, a failed job
+# restarted from nothing.
 #
 #   DEMO_CLUSTER=local (default)  starts the local cluster if it is not up
 #                                 (make cluster), then hack/deploy.sh local
@@ -28,6 +31,11 @@ CRONJOB=$EXAMPLES/cronjob-workqueue
 CRON_NS=${DEMO_CRONJOB_NAMESPACE:-$NS-cronjob}
 CRON_NAME=cronjob-workqueue
 CRON_LABEL=app.kubernetes.io/name=$CRON_NAME
+# Graceful scale-down: Redis and three long items in a namespace of its own.
+SCALEDOWN=$EXAMPLES/workqueue-scale-down
+SCALE_NS=${DEMO_SCALEDOWN_NAMESPACE:-$NS-scale-down}
+SCALE_NAME=scale-down-workqueue-job
+COST_ANNOTATION=controller.kubernetes.io/pod-deletion-cost
 # The operator's image, which has paralleljob-worker: hack/deploy.sh loads it
 # into the node under this name too (hack/node-image.sh).
 WORKER_IMAGE=${PJ_IMAGE_NAME:-paralleljob-operator}:dev
@@ -196,6 +204,27 @@ watch_cron() {
   done
 }
 
+# The pods of job $1 that are not being deleted, each as NAME=COST (its
+# pod-deletion-cost annotation), one a line.
+pod_costs() {
+  kubectl -n "$NS" get pods -l "app.kubernetes.io/name=$1" -o \
+    jsonpath='{range .items[*]}{.metadata.name}={.metadata.annotations.controller\.kubernetes\.io/pod-deletion-cost}={.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null \
+    | awk -F= '$3 == "" {print $1 "=" $2}'
+}
+# Waits until job $1 has $2 busy (cost 100) and $3 idle (cost -100) workers.
+wait_costs() {
+  local deadline=$((SECONDS + STEP_TIMEOUT)) costs
+  while [ $SECONDS -lt $deadline ]; do
+    costs=$(pod_costs "$1")
+    if [ "$(grep -c '=100$' <<<"$costs")" = "$2" ] && [ "$(grep -c '=-100$' <<<"$costs")" = "$3" ]; then
+      return 0
+    fi
+    sleep 1
+  done
+  printf '%stimed out after %ss waiting for %s busy and %s idle workers%s\n' "$R" "$STEP_TIMEOUT" "$2" "$3" "$N"
+  return 1
+}
+
 results=()
 check() { # name, expected completions, [expected status]
   local got status
@@ -335,8 +364,68 @@ check_queue "$CRON_NAME's second batch"
 show kubectl get cronjob,jobs
 NS=$demo_ns
 
+say "6. Beyond the Job: a pod that never starts fails at its deadline (spec.podStartDeadlineSeconds)"
+echo "$EXAMPLES/pod-start-deadline.yaml with a nodeSelector no node has, and a 10 s deadline;"
+echo "its podFailurePolicy fails the job at the first such pod (a FailJob rule on the condition):"
+kubectl patch --local -f "$EXAMPLES/pod-start-deadline.yaml" --type=merge -o yaml -p \
+  '{"spec":{"podStartDeadlineSeconds":10,"template":{"spec":{"nodeSelector":{"paralleljob.dev/demo":"no-such-node"}}}}}' \
+  | kubectl -n "$NS" apply -f -
+watch_pj pod-start-deadline || true
+check pod-start-deadline "0/3" Failed
+show kubectl get events --field-selector reason=PodStartDeadlineExceeded || true
+show kubectl get pj pod-start-deadline -o jsonpath='{.status.conditions[?(@.type=="Failed")].message}{"\n"}' || true
+
+say "7. Beyond the Job: scaling down stops the idle workers, never a busy one (pod-deletion-cost)"
+demo_ns=$NS
+NS=$SCALE_NS
+kubectl delete namespace "$NS" --ignore-not-found --wait --timeout=120s >/dev/null
+kubectl create namespace "$NS" >/dev/null
+echo "namespace/$NS created: Redis, the workers' RBAC ($SCALEDOWN/rbac.yaml) and three long items"
+show kubectl apply -f "$WORKQUEUE/redis.yaml" -f "$SCALEDOWN/rbac.yaml"
+show kubectl rollout status deployment/redis --timeout="${STEP_TIMEOUT}s" || true
+show kubectl create job enqueue-long --image="$WORKER_IMAGE" -- \
+  sh -c 'seq -f long-%03g 1 3 | paralleljob-worker enqueue --redis redis://redis:6379/0 --stream items'
+show kubectl wait --for=condition=Complete job/enqueue-long --timeout="${STEP_TIMEOUT}s" || true
+echo
+echo "Six workers with --deletion-cost for three items of 30 s ($SCALEDOWN/$SCALE_NAME.yaml,"
+echo "parallelism 6, the item's sleep 30 s): three busy (cost 100), three idle (cost -100):"
+sed -e 's/^  parallelism: 3$/  parallelism: 6/' -e 's/time.sleep(0.5)/time.sleep(30)/' \
+  "$SCALEDOWN/$SCALE_NAME.yaml" | kubectl -n "$NS" apply -f -
+wait_costs "$SCALE_NAME" 3 3 || true
+show kubectl get pods -l "app.kubernetes.io/name=$SCALE_NAME" \
+  -o "custom-columns=NAME:.metadata.name,COST:.metadata.annotations.${COST_ANNOTATION//./\\.},PHASE:.status.phase"
+costs=$(pod_costs "$SCALE_NAME")
+busy=$(sed -n 's/=100$//p' <<<"$costs" | sort)
+idle=$(sed -n 's/=-100$//p' <<<"$costs" | sort)
+show kubectl patch pj "$SCALE_NAME" --type=merge -p '{"spec":{"parallelism":3}}'
+watch_pj "$SCALE_NAME" queue || true
+left=$(kubectl -n "$NS" get pods -l "app.kubernetes.io/name=$SCALE_NAME" -o name 2>/dev/null | sed 's|^pod/||' | sort)
+check "$SCALE_NAME" "3/1 of 3"
+check_queue "$SCALE_NAME"
+if [ -n "$busy" ] && [ "$left" = "$busy" ] && [ -z "$(comm -12 <(echo "$left") <(echo "$idle"))" ]; then
+  results+=("${G}ok${N}   $(printf '%-22s the 3 idle workers stopped, the 3 busy ones finished their items' "$SCALE_NAME")")
+else
+  results+=("${R}FAIL${N} $(printf '%-22s busy [%s] idle [%s] left [%s]' "$SCALE_NAME" "${busy//$'\n'/ }" "${idle//$'\n'/ }" "${left//$'\n'/ }")")
+fi
+NS=$demo_ns
+
+say "8. Beyond the Job: a failed job restarted from nothing (spec.restartPolicy)"
+echo "Its first attempt's pods fail, backoffLimit 0 fails the attempt, the job restarts; the"
+echo "second attempt's pods (label paralleljob.dev/restart-attempt=1) succeed ($EXAMPLES/job-restarts.yaml):"
+show kubectl apply -f "$EXAMPLES/job-restarts.yaml"
+watch_pj job-restarts || true
+check job-restarts "2/2"
+show kubectl get pods -l app.kubernetes.io/name=job-restarts -L paralleljob.dev/restart-attempt || true
+show kubectl get events --field-selector involvedObject.name=job-restarts,reason=Restarted || true
+restarts=$(kubectl -n "$NS" get pj job-restarts -o jsonpath='{.status.restarts}' 2>/dev/null) || restarts=''
+if [ "$restarts" = 1 ]; then
+  results+=("${G}ok${N}   $(printf '%-22s status.restarts 1' job-restarts)")
+else
+  results+=("${R}FAIL${N} $(printf '%-22s status.restarts %s (want 1)' job-restarts "$restarts")")
+fi
+
 # --- 3. summary -----------------------------------------------------------------
-say "All four, as kubectl prints them"
+say "The ParallelJobs, as kubectl prints them"
 show kubectl get pj
 show kubectl get pods
 show kubectl exec deploy/redis -- redis-cli XINFO GROUPS items || true
