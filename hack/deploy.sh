@@ -79,7 +79,8 @@ trap 'rm -rf "$overlay"' EXIT
 } >"$overlay/kustomization.yaml"
 log "deploy: kubectl apply -k manifests/ (image $image)"
 kubectl apply -k "$overlay" --server-side --force-conflicts --field-manager=paralleljob-deploy >&2
-kubectl wait --for=condition=Established --timeout=60s crd/paralleljobs.paralleljob.dev >/dev/null
+kubectl wait --for=condition=Established --timeout=60s \
+  crd/paralleljobs.paralleljob.dev crd/parallelcronjobs.paralleljob.dev >/dev/null
 
 # 4. Rollout. A pod that crashes (bad configuration: it prints one line and
 # exits 1) or cannot get its image fails the deploy at once, with its log.

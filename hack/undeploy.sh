@@ -18,6 +18,11 @@ use_cluster "${1:-${PJ_CLUSTER:-auto}}"
 kubectl version >/dev/null 2>&1 || die "the cluster does not answer ($(kube_desc))"
 log "undeploy: from the $KUBE_TARGET cluster ($(kube_desc))"
 
+if [ -z "${PJ_UNDEPLOY_KEEP_CRD:-}" ] && kubectl get crd parallelcronjobs.paralleljob.dev >/dev/null 2>&1; then
+  # First, so that none starts a ParallelJob while those are deleted.
+  log "undeploy: deleting the ParallelCronJobs"
+  kubectl delete parallelcronjobs.paralleljob.dev --all -A --wait --timeout=60s >&2 || true
+fi
 if [ -z "${PJ_UNDEPLOY_KEEP_CRD:-}" ] && kubectl get crd paralleljobs.paralleljob.dev >/dev/null 2>&1; then
   n=$(kubectl get paralleljobs.paralleljob.dev -A --no-headers 2>/dev/null | wc -l)
   if [ "$n" -gt 0 ]; then

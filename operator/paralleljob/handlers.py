@@ -9,6 +9,8 @@ ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
   daemon would need a finalizer on every job, and deleting a job must never wait for
   the operator), later ones wake it, its deletion stops it and releases its pods'
   finalizers. kopf itself watches no job (one watch per kind, shell/caches.py says why).
+* ``parallelcronjob`` -- kopf's watch of ParallelCronJobs, each event handed to its loop
+  (shell/cron_controller.py), which reads its ParallelJobs from the job informer.
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``cleanup`` -- stops the loops, the metrics server and the caches.
@@ -18,15 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import kopf
 from aiohttp import web
 
+from . import constants as c
 from .config import OperatorConfig
+from .core import CRON_PLURAL
 from .shell import metrics
 from .shell.caches import Caches
 from .shell.controller import Controller
+from .shell.cron_controller import CronController
 from .shell.events import EventRecorder
 from .shell.kube import load_configuration
 from .shell.progress import describe
@@ -37,6 +43,8 @@ class App:
 
     #: A controller per kind of job, by kind name (JobKind.kind).
     controllers: dict[str, Controller]
+    #: The ParallelCronJobs' loops.
+    crons: CronController
     recorder: EventRecorder
     #: The pods and which jobs exist, and the operator's client (caches.kube).
     caches: Caches
@@ -96,6 +104,13 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         for kind in caches.kinds
     }
     await caches.attach(app.controllers)
+    app.crons = CronController(
+        caches.kube,
+        app.recorder,
+        caches.cron_children,
+        leading_since=datetime.now(UTC),
+        jobs_synced=caches.synced.jobs,
+    )
     metrics.track_state(list(app.controllers.values()))
     app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
@@ -110,11 +125,26 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 async def cleanup(memo: Any, **_: Any) -> None:
     app = _app(memo)
     app.loop_lag.cancel()
-    await asyncio.gather(*(c.stop_all() for c in app.controllers.values()))
+    await app.crons.stop_all()
+    await asyncio.gather(*(x.stop_all() for x in app.controllers.values()))
     if app.metrics_server is not None:
         await app.metrics_server.cleanup()
     await app.recorder.close()
     await app.caches.close()
+
+
+@kopf.on.event(c.GROUP, c.VERSION, CRON_PLURAL)
+async def parallelcronjob(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
+    """Each ParallelCronJob event to its loop (cron_controller.py); kopf's one watch of
+    the kind, no finalizer, nothing stored on the object."""
+    app: App | None = getattr(memo, "app", None)
+    if app is None:
+        return
+    body = event["object"]
+    if event["type"] == "DELETED":
+        app.crons.deleted(str(body.get("metadata", {}).get("uid", "")))
+    else:
+        app.crons.seen(body)
 
 
 @kopf.on.probe(id="progress")
@@ -124,7 +154,7 @@ async def progress(memo: Any, **_: Any) -> dict[str, int]:
     if app is None:  # before startup
         return {"jobs": 0}
     now = time.monotonic()
-    found = [stall for c in app.controllers.values() for stall in c.stalls(now)]
+    found = [stall for x in app.controllers.values() for stall in x.stalls(now)]
     if found:
         raise kopf.PermanentError(describe(found))
-    return {"jobs": sum(len(c.jobs) for c in app.controllers.values())}
+    return {"jobs": sum(len(x.jobs) for x in app.controllers.values())}

@@ -26,17 +26,17 @@ from .support import Kubectl, kubectl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
+CRON_CRD = REPO_ROOT / "crds" / "paralleljob.dev_parallelcronjobs.yaml"
 #: The template rule a CRD rule cannot afford (crds/template-policy.yaml).
 TEMPLATE_POLICY = REPO_ROOT / "crds" / "template-policy.yaml"
 OPERATOR_BIN = Path(sys.executable).parent / "paralleljob-operator"
 
 
 def apply_crd() -> None:
-    """Applies the ParallelJob CRD and its template policy from crds/ (server-side, so
-    repeated runs agree) and waits until the CRD is Established."""
-    kubectl(
-        "apply", "--server-side", "--force-conflicts", "-f", str(CRD), "-f", str(TEMPLATE_POLICY)
-    )
+    """Applies the ParallelJob and ParallelCronJob CRDs and the template policy from crds/
+    (server-side, so that repeated runs agree) and waits until the CRDs are Established."""
+    files = (CRD, CRON_CRD, TEMPLATE_POLICY)
+    kubectl("apply", "--server-side", "--force-conflicts", *(f"-f{f}" for f in files))
 
     # Polled, not `kubectl wait`: when another test worker has just created the CRD, its
     # status has no conditions yet, which `kubectl wait` reports as an error.
@@ -44,13 +44,14 @@ def apply_crd() -> None:
         got = kubectl(
             "get",
             "crd/paralleljobs.paralleljob.dev",
+            "crd/parallelcronjobs.paralleljob.dev",
             "-o",
-            "jsonpath={.status.conditions[?(@.type=='Established')].status}",
+            "jsonpath={.items[*].status.conditions[?(@.type=='Established')].status}",
             check=False,
         )
-        return got.stdout.strip() == "True"
+        return got.stdout.split() == ["True", "True"]
 
-    wait_until(established, timeout=60, what="the ParallelJob CRD Established")
+    wait_until(established, timeout=60, what="the CRDs Established")
 
 
 @pytest.fixture

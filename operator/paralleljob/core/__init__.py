@@ -6,6 +6,18 @@ do next. Nothing here does I/O: it imports only the package's leaves (``config``
 """
 
 from .backoff import delay_seconds
+from .cron_model import (
+    CRON_KIND,
+    CRON_PLURAL,
+    INVALID_SCHEDULE_REASONS,
+    build_job,
+    child_job,
+    cron_input,
+    cron_owner_uid,
+    cron_status_to_dict,
+    schedule_conditions,
+)
+from .cron_sync import ChildJob, CronPlan, plan_cron_sync, record_created
 from .intervals import intervals_total, parse_indexes_from_string
 from .kind import (
     PARALLELJOB,
@@ -69,14 +81,20 @@ from .sync import (
 
 #: What the shell calls: one sync's steps and their values, the job and its pods as
 #: values and their parsers, the kinds of job, spec.managedBy, the pod bodies, the
-#: ordered intervals, the leader election's decisions.
+#: ordered intervals, the leader election's decisions, a ParallelCronJob's sync and
+#: its values.
 __all__ = [
+    "CRON_KIND",
+    "CRON_PLURAL",
     "INDEXED_COMPLETION",
+    "INVALID_SCHEDULE_REASONS",
     "NON_INDEXED_COMPLETION",
     "PARALLELJOB",
     "POD_REPLACEMENT_FAILED",
     "WATCH_LABEL",
+    "ChildJob",
     "Condition",
+    "CronPlan",
     "Event",
     "Job",
     "JobKind",
@@ -92,10 +110,15 @@ __all__ = [
     "SyncResult",
     "Tracked",
     "batch_job",
+    "build_job",
     "build_pod",
+    "child_job",
     "claim",
     "condition_to_dict",
     "count_and_enact",
+    "cron_input",
+    "cron_owner_uid",
+    "cron_status_to_dict",
     "delay_seconds",
     "held_by_another",
     "intervals_total",
@@ -116,11 +139,14 @@ __all__ = [
     "parse_pod",
     "parse_spec",
     "parse_status",
+    "plan_cron_sync",
     "plan_pods",
     "pods_path",
+    "record_created",
     "record_of",
     "released",
     "retry_delay",
+    "schedule_conditions",
     "spec_defaults_patch",
     "spec_of",
     "status_to_dict",

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..config import MANAGE_JOBS_ALL, OperatorConfig
 from ..core.kind import (
+    PARALLELJOB,
     WATCH_LABEL,
     JobKind,
     is_jobs_pod,
@@ -41,6 +42,7 @@ from ..core.model import PodInfo, parse_pod
 from ..json_types import JsonDict
 from .consistency import JOBS, PODS, CacheVersion
 from .controller import CacheSync, Controller
+from .cron_children import CronChildren
 from .fence import WriteFence
 from .gc_pauses import bound_full_collections, freeze_until_quiet
 from .informer import Informer, KubeListWatch, version_number
@@ -72,6 +74,8 @@ class Caches:
         self.kube = kube
         self.kinds = job_kinds(config)
         self.pods = PodCache()
+        #: The ParallelJobs each ParallelCronJob controls (cron_children.py).
+        self.cron_children = CronChildren()
         self.synced = CacheSync(jobs=asyncio.Event(), current=asyncio.Event())
         #: Under a leader election: the caches filled before this process led catch up
         #: when it starts leading (attach).
@@ -247,7 +251,10 @@ class Caches:
     def _job_watched(self, kind: str) -> Callable[[JsonDict], None]:
         def on_object(body: JsonDict) -> None:
             """A job listed, added or modified, handed to its loop once leading
-            (standing by, its record is what is kept: read_job)."""
+            (standing by, its record is what is kept: read_job); a ParallelJob also to
+            the index of the ParallelCronJobs' jobs."""
+            if kind == PARALLELJOB.kind:
+                self.cron_children.observe(body)
             controller = self.controllers.get(kind)
             if controller is not None:
                 controller.job_seen(body)
@@ -260,6 +267,8 @@ class Caches:
             holds are released (standing by, nothing is held for it: the controllers
             judge its pods as orphans when they attach)."""
             controller = self.controllers.get(kind)
+            if gone and old and kind == PARALLELJOB.kind:
+                self.cron_children.forget(old.uid)
             if gone and old and controller is not None:
                 for release in controller.job_deleted(old.uid):
                     self.spawn(release, f"release the pods of deleted job {old.uid}")

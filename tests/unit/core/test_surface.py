@@ -83,6 +83,20 @@ SURFACE = {
     "leaves_it_to_a_standby",
     "record_of",
     "spec_of",
+    # A ParallelCronJob's sync (cron_sync.py) and its values as JSON (cron_model.py).
+    "plan_cron_sync",
+    "record_created",
+    "CronPlan",
+    "ChildJob",
+    "CRON_KIND",
+    "CRON_PLURAL",
+    "INVALID_SCHEDULE_REASONS",
+    "build_job",
+    "child_job",
+    "cron_input",
+    "cron_owner_uid",
+    "cron_status_to_dict",
+    "schedule_conditions",
 }
 
 #: Names the shell still imports from a core module but that are not the surface: the
