@@ -72,12 +72,15 @@ test-kind: prereqs build venv ## tests/deploy and the seed workloads on a real k
 	@hack/kind-test.sh
 
 # tests/fuzz is part of `make test` too (40 examples); here alone, as long as asked.
-.PHONY: fuzz test-keda
+.PHONY: fuzz test-keda test-schedule
 fuzz: prereqs build venv ## Fuzz tests only (tests/fuzz); FUZZ_EXAMPLES=N examples, FUZZ_SEED=S
 	FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) FUZZ_SEED=$(FUZZ_SEED) $(VENV)/bin/pytest tests/fuzz
 
 test-keda: prereqs build venv ## The KEDA autoscaling e2e test at full size (300 items; make test runs 150)
 	KEDA_ITEMS=300 $(VENV)/bin/pytest -s tests/e2e/test_keda.py
+
+test-schedule: prereqs build venv ## The ParallelCronJob e2e tests, the catch-up policies across a 5-minute operator outage (OUTAGE_MINUTES; make test: 2)
+	PJ_SCHEDULE_OUTAGE_MINUTES=$(or $(OUTAGE_MINUTES),5) $(VENV)/bin/pytest -n 3 tests/e2e/test_parallel_cron_job.py tests/e2e/test_parallelcronjob_workqueue.py
 
 chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run, 10 leader pauses
 	CHAOS_PODS=$(or $(CHAOS_PODS),1000) CHAOS_PAUSE_ROUNDS=$(or $(CHAOS_PAUSE_ROUNDS),10) $(VENV)/bin/pytest -m chaos tests/chaos
