@@ -21,7 +21,7 @@ import yaml
 from tests.support.wait import wait_until
 
 from .conftest import Operator
-from .relaunched import drained_by
+from .relaunched import drained_by, terminal
 from .support import Kubectl, kubectl
 from .workqueue import REPO, Queue, run_task
 
@@ -51,13 +51,6 @@ def pjs(k: Kubectl) -> list[dict[str, Any]]:
     return found
 
 
-def finished(job: dict[str, Any]) -> str | None:
-    for cond in job.get("status", {}).get("conditions") or []:
-        if cond["type"] in ("Complete", "Failed") and cond["status"] == "True":
-            return str(cond["type"])
-    return None
-
-
 def settled(k: Kubectl, queue: Queue, items: list[str]) -> bool:
     """Every item has its result, nothing waits or is pending, every ParallelJob is done."""
     if not set(items) <= set(queue.hash("results")):
@@ -65,7 +58,7 @@ def settled(k: Kubectl, queue: Queue, items: list[str]) -> bool:
     if (queue.group()["lag"], queue.group()["pending"]) != (0, 0):
         return False
     found = pjs(k)
-    return bool(found) and all(finished(j) for j in found)
+    return bool(found) and all(terminal(j) for j in found)
 
 
 def test_a_parallelcronjob_relaunches_the_work_queue_each_batch_drained_by_its_own_run(
@@ -96,14 +89,14 @@ def test_a_parallelcronjob_relaunches_the_work_queue_each_batch_drained_by_its_o
         for job in pjs(k):
             [owner] = job["metadata"]["ownerReferences"]
             assert (owner["kind"], owner["name"]) == ("ParallelCronJob", NAME)
-            assert finished(job) == "Complete"
+            assert terminal(job) == "Complete"
         # Printed as the seed's workload 3 (the first batch's may be gone: the history).
         for name in ran_second:
             assert k.row(name).completions == "3/1 of 3", k.row(name)
 
         # The history limit: the first batch's ParallelJob goes, HISTORY complete remain.
         def kept() -> list[str] | None:
-            complete = [j["metadata"]["name"] for j in pjs(k) if finished(j) == "Complete"]
+            complete = [j["metadata"]["name"] for j in pjs(k) if terminal(j) == "Complete"]
             return complete if len(complete) <= HISTORY else None
 
         complete = wait_until(kept, timeout=90, what=f"at most {HISTORY} complete kept")
