@@ -167,14 +167,22 @@ def _only_duration_differs(rt: JobRuntime, wanted: JobStatus) -> bool:
 def _record_finished(mode: str, before: JobStatus, after: JobStatus) -> None:
     """recordJobPodFinished and the jobs_finished_total count of enactJobFinished
     (``mode``: the job's completion mode label)."""
-    if after.succeeded > before.succeeded:
-        metrics.JOB_PODS_FINISHED.labels(mode, metrics.SUCCEEDED).inc(
-            after.succeeded - before.succeeded
-        )
-    if after.failed > before.failed:
-        metrics.JOB_PODS_FINISHED.labels(mode, metrics.FAILED).inc(after.failed - before.failed)
+    succeeded, failed = _pods_counted(before, after)
+    if succeeded > 0:
+        metrics.JOB_PODS_FINISHED.labels(mode, metrics.SUCCEEDED).inc(succeeded)
+    if failed > 0:
+        metrics.JOB_PODS_FINISHED.labels(mode, metrics.FAILED).inc(failed)
     if is_finished(after) and not is_finished(before):
         for cond in after.conditions:
             if cond.status == "True" and cond.type in (c.COND_COMPLETE, c.COND_FAILED):
                 result = metrics.SUCCEEDED if cond.type == c.COND_COMPLETE else metrics.FAILED
                 metrics.JOBS_FINISHED.labels(mode, result, cond.reason).inc()
+
+
+def _pods_counted(before: JobStatus, after: JobStatus) -> tuple[int, int]:
+    """The succeeded and failed pods a write counts: its counters' rise; for the write of
+    a job restart (spec.restartPolicy), which counts the attempt's last pods and resets the
+    counters at once, the pods the status had recorded as uncounted."""
+    if after.restarts > before.restarts:
+        return len(set(before.uncounted_succeeded)), len(set(before.uncounted_failed))
+    return after.succeeded - before.succeeded, after.failed - before.failed

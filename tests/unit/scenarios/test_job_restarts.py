@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from paralleljob import constants as c
 from paralleljob.core.job_restart_policy import ATTEMPT_LABEL, JobRestartPolicy
@@ -210,3 +211,18 @@ def test_an_earlier_attempts_pod_with_its_finalizer_is_released_uncounted() -> N
     assert not sim.pods[stray.uid].has_finalizer
     assert (sim.status.failed, sim.status.restarts) == (0, 1)
     assert len(sim.active()) == 1
+
+
+def _pods_finished(result: str) -> float:
+    labels = {"completion_mode": "NonIndexed", "result": result}
+    return REGISTRY.get_sample_value("paralleljob_controller_job_pods_finished_total", labels) or 0
+
+
+def test_the_pods_finished_metric_counts_the_pod_the_restart_write_counts() -> None:
+    sim = Sim(spec(max_restarts=1))
+    before = _pods_finished("failed")
+    fail_the_attempt(sim)
+    assert sim.status.restarts == 1
+    assert _pods_finished("failed") - before == 1, "counted by the write that restarted"
+    fail_the_attempt(sim)
+    assert _pods_finished("failed") - before == 2
