@@ -106,7 +106,8 @@ def test_one_replica_opens_one_watch_per_kind(
     """Counted in the API server's audit log: the watches the audited operator opened in
     its namespace, by resource, while it ran a job (a watch ends after 5 minutes, so
     each is opened once in this time). Before issue 34, kopf watched every kind of job
-    beside the operator's informers: two per kind of job."""
+    beside the operator's informers: two per kind of job. ParallelCronJobs are kopf's
+    one watch of that kind; their ParallelJobs come from the ParallelJob informer."""
     kubeconfig = _audited_kubeconfig(tmp_path / "audited.kubeconfig")
     cursor = audit.AuditCursor(AUDIT_LOG)
     op = Operator(namespace, tmp_path, operator_env(KUBECONFIG=str(kubeconfig)))
@@ -123,7 +124,7 @@ def test_one_replica_opens_one_watch_per_kind(
         if e["verb"] == "watch"
     )
     print(f"\nwatches opened by one replica: {dict(opened)}")
-    assert opened == {"pods": 1, "paralleljobs": 1, "jobs": 1}, opened
+    assert opened == {"pods": 1, "paralleljobs": 1, "jobs": 1, "parallelcronjobs": 1}, opened
 
 
 def _identity(op: Operator) -> str:
