@@ -19,6 +19,7 @@ import yaml
 from paralleljob.core.cron_model import SCHEDULED_TIMESTAMP_ANNOTATION, TRIGGER_ANNOTATION
 from tests.support.wait import wait_until
 
+from .conftest import REPO_ROOT as REPO
 from .conftest import Operator
 from .support import Kubectl, busybox_template
 
@@ -213,6 +214,12 @@ def test_an_unparseable_schedule_is_a_condition_and_an_event(
     k.run("patch", "pcj", name, "--type=merge", "-p", '{"spec":{"schedule":"0 0 1 1 *"}}')
     wait_until(lambda: invalid() is None, timeout=30, what="the condition cleared")
     assert jobs_of(k, name) == []
+
+
+@pytest.mark.cluster
+def test_the_example_is_accepted(crd: None, k: Kubectl) -> None:
+    example = REPO / "manifests" / "examples" / "parallelcronjob.yaml"
+    k.run("apply", "--dry-run=server", "-f", str(example))
 
 
 @pytest.mark.cluster
