@@ -7,6 +7,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 from .conftest import CRD, DEPLOYMENT, REPO, SYSTEM_NAMESPACE, WATCHED, Kubectl, deploy_local
 
@@ -50,7 +51,10 @@ def test_example_passes_server_side_dry_run(
     deployed: Kubectl, namespace: str, example: Path
 ) -> None:
     out = deployed.run("-n", namespace, "apply", "-f", str(example), "--dry-run=server")
-    assert "paralleljob.paralleljob.dev/" in out.stdout, out.stdout
+    kinds = {d["kind"].lower() for d in yaml.safe_load_all(example.read_text()) if d}
+    assert kinds <= {"paralleljob", "parallelcronjob"}, kinds
+    for kind in kinds:
+        assert f"{kind}.paralleljob.dev/" in out.stdout, out.stdout
 
 
 def test_examples_kustomization_passes_server_side_dry_run(
