@@ -21,6 +21,8 @@ from .cron_sync import (
     JobToCreate,
     scheduled_timestamp_annotation,
 )
+from .model import has_true_condition, is_finished, parse_status
+from .ttl import job_finish_time
 
 CRON_KIND: Final = "ParallelCronJob"
 CRON_PLURAL: Final = "parallelcronjobs"
@@ -94,27 +96,20 @@ def cron_owner_uid(meta: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _finished(status: Mapping[str, Any]) -> tuple[str | None, datetime | None]:
-    """util.IsJobFinished with the condition's type and time."""
-    for cond in status.get("conditions") or ():
-        cond = _dict(cond)
-        if cond.get("type") in (c.COND_COMPLETE, c.COND_FAILED) and cond.get("status") == "True":
-            return str(cond["type"]), parse_time(cond.get("lastTransitionTime"))
-    return None, None
-
-
 def child_job(body: Mapping[str, Any]) -> ChildJob:
-    """A ParallelJob as the cron decision reads it."""
+    """A ParallelJob as the cron decision reads it: finished (util.IsJobFinished) and
+    when (the TTL controller's jobFinishTime), started, scheduled."""
     meta = _dict(body.get("metadata"))
-    status = _dict(body.get("status"))
-    finished, finish_time = _finished(status)
+    status = parse_status(_dict(body.get("status")))
+    finish_time = job_finish_time(status)
+    complete = has_true_condition(status.conditions, c.COND_COMPLETE)
     annotations = _dict(meta.get("annotations"))
     return ChildJob(
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
-        finished=finished,
+        finished=(c.COND_COMPLETE if complete else c.COND_FAILED) if is_finished(status) else None,
         finish_time=finish_time,
-        start_time=parse_time(status.get("startTime")),
+        start_time=status.start_time,
         scheduled_time=parse_time(annotations.get(SCHEDULED_TIMESTAMP_ANNOTATION)),
         deleting=meta.get("deletionTimestamp") is not None,
     )

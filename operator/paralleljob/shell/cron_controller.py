@@ -24,6 +24,7 @@ from ..core import (
     CRON_KIND,
     CRON_PLURAL,
     INVALID_SCHEDULE_REASONS,
+    PARALLELJOB,
     CronPlan,
     build_job,
     cron_input,
@@ -52,9 +53,9 @@ class Requests(Protocol):
     ) -> JsonDict: ...
 
 
-def _path(namespace: str, plural: str, name: str = "", sub: str = "") -> str:
-    path = f"/apis/{c.API_VERSION}/namespaces/{namespace}/{plural}"
-    return path + (f"/{name}" if name else "") + (f"/{sub}" if sub else "")
+def _status_path(namespace: str, name: str) -> str:
+    """A ParallelCronJob's status subresource (its ParallelJobs: PARALLELJOB.path)."""
+    return f"/apis/{c.API_VERSION}/namespaces/{namespace}/{CRON_PLURAL}/{name}/status"
 
 
 class CronLoop:
@@ -155,7 +156,7 @@ class CronController:
         try:
             await self.kube.request(
                 "DELETE",
-                _path(ref.namespace, c.PLURAL, job),
+                PARALLELJOB.path(ref.namespace, job),
                 body={"propagationPolicy": "Background"},
             )
         except ApiError as exc:
@@ -171,10 +172,10 @@ class CronController:
         the same name is the same scheduled run)."""
         name = job["metadata"]["name"]
         try:
-            made = await self.kube.request("POST", _path(ref.namespace, c.PLURAL), body=job)
+            made = await self.kube.request("POST", PARALLELJOB.path(ref.namespace), body=job)
         except ApiError as exc:
             if exc.conflict and exc.reason == "AlreadyExists":
-                got = await self.kube.request("GET", _path(ref.namespace, c.PLURAL, name))
+                got = await self.kube.request("GET", PARALLELJOB.path(ref.namespace, name))
                 return str((got.get("metadata") or {}).get("uid") or "")
             self.recorder.record(
                 ref, "Warning", "FailedCreate", f"Error creating job: {exc.message}"
@@ -209,7 +210,7 @@ class CronController:
         try:
             await self.kube.request(
                 "PATCH",
-                _path(ref.namespace, CRON_PLURAL, ref.name, "status"),
+                _status_path(ref.namespace, ref.name),
                 body={"metadata": {"resourceVersion": version}, "status": patch},
                 content_type=MERGE_PATCH,
             )
