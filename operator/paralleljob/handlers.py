@@ -8,9 +8,9 @@ ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
   the first sight of a job starts its sync loop (an asyncio task, not a kopf daemon: a
   daemon would need a finalizer on every job, and deleting a job must never wait for
   the operator), later ones wake it, its deletion stops it and releases its pods'
-  finalizers. kopf itself watches no job (one watch per kind, shell/caches.py says why).
-* ``parallelcronjob`` -- kopf's watch of ParallelCronJobs, each event handed to its loop
-  (shell/cron_controller.py), which reads its ParallelJobs from the job informer.
+  finalizers. The ParallelCronJob controller (shell/cron_controller.py) subscribes to
+  the same caches: the ParallelCronJob informer, and the ParallelJob informer for its
+  jobs. kopf itself watches no resource (one watch per kind, shell/caches.py says why).
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``cleanup`` -- stops the loops, the metrics server and the caches.
@@ -26,9 +26,8 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from . import constants as c
 from .config import OperatorConfig
-from .core import CRON_PLURAL
+from .core import PARALLELJOB
 from .shell import metrics
 from .shell.caches import Caches
 from .shell.controller import Controller
@@ -43,7 +42,7 @@ class App:
 
     #: A controller per kind of job, by kind name (JobKind.kind).
     controllers: dict[str, Controller]
-    #: The ParallelCronJobs' loops.
+    #: The ParallelCronJobs' controller.
     crons: CronController
     recorder: EventRecorder
     #: The pods and which jobs exist, and the operator's client (caches.kube).
@@ -103,14 +102,17 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         )
         for kind in caches.kinds
     }
-    await caches.attach(app.controllers)
     app.crons = CronController(
-        caches.kube,
+        caches.kube.for_kind(PARALLELJOB),
         app.recorder,
         caches.cron_children,
+        config.controller,
         leading_since=datetime.now(UTC),
-        jobs_synced=caches.synced.jobs,
+        monotonic=time.monotonic,
+        # No job is judged missing, nor created again, before every job is listed.
+        ready=caches.synced.jobs,
     )
+    await caches.attach(app.controllers, app.crons)
     metrics.track_state(list(app.controllers.values()))
     app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
@@ -131,20 +133,6 @@ async def cleanup(memo: Any, **_: Any) -> None:
         await app.metrics_server.cleanup()
     await app.recorder.close()
     await app.caches.close()
-
-
-@kopf.on.event(c.GROUP, c.VERSION, CRON_PLURAL)
-async def parallelcronjob(event: kopf.RawEvent, memo: Any, **_: Any) -> None:
-    """Each ParallelCronJob event to its loop (cron_controller.py); kopf's one watch of
-    the kind, no finalizer, nothing stored on the object."""
-    app: App | None = getattr(memo, "app", None)
-    if app is None:
-        return
-    body = event["object"]
-    if event["type"] == "DELETED":
-        app.crons.deleted(str(body.get("metadata", {}).get("uid", "")))
-    else:
-        app.crons.seen(body)
 
 
 @kopf.on.probe(id="progress")

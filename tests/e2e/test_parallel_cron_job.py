@@ -151,7 +151,7 @@ def test_each_catch_up_policy_across_an_operator_outage(operator: Operator, k: K
         nxt = _time(s.get("nextScheduleTime"))
         assert nxt is not None and nxt.second == 0 and nxt > after, s
         assert _time(s.get("lastSuccessfulTime")) is not None
-    events = k.json("get", "events", "--field-selector", "reason=MissedSchedule")["items"]
+    events = k.json("get", "events", "--field-selector", "reason=MissSchedule")["items"]
     warned = {e["involvedObject"]["name"] for e in events}
     assert {latest, skip} <= warned and all_ not in warned, warned
 

@@ -263,6 +263,15 @@ class FakeApi:
         call = Call("create_event", event["metadata"]["name"], event)
         self._call(call, lambda: self.events.append(event))
 
+    async def patch_event(self, namespace: str, name: str, patch: JsonDict) -> None:
+        def apply() -> None:
+            event = next((e for e in self.events if e["metadata"]["name"] == name), None)
+            if event is None:
+                raise ApiError(404, "NotFound", f'events "{name}" not found')
+            event.update(patch)
+
+        self._call(Call("patch_event", name, patch), apply)
+
 
 class FakeRecorder:
     """upstream's record.FakeRecorder: keeps the events instead of posting them."""

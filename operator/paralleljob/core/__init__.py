@@ -7,13 +7,16 @@ do next. Nothing here does I/O: it imports only the package's leaves (``config``
 
 from .backoff import delay_seconds
 from .cron_model import (
+    COND_INVALID_SCHEDULE,
     CRON_KIND,
     CRON_PLURAL,
     INVALID_SCHEDULE_REASONS,
     build_job,
     child_job,
+    controlled_by,
     cron_input,
     cron_owner_uid,
+    cron_path,
     cron_status_to_dict,
     schedule_conditions,
 )
@@ -84,6 +87,7 @@ from .sync import (
 #: ordered intervals, the leader election's decisions, a ParallelCronJob's sync and
 #: its values.
 __all__ = [
+    "COND_INVALID_SCHEDULE",
     "CRON_KIND",
     "CRON_PLURAL",
     "INDEXED_COMPLETION",
@@ -115,9 +119,11 @@ __all__ = [
     "child_job",
     "claim",
     "condition_to_dict",
+    "controlled_by",
     "count_and_enact",
     "cron_input",
     "cron_owner_uid",
+    "cron_path",
     "cron_status_to_dict",
     "delay_seconds",
     "held_by_another",

@@ -40,6 +40,23 @@ INVALID_SCHEDULE_REASONS: Final = frozenset(
 )
 
 
+def cron_path(namespace: str, name: str = "", subresource: str = "") -> str:
+    """The API path of the ParallelCronJobs of ``namespace`` ("": of all namespaces), of
+    one, or of one's subresource (``status``)."""
+    root = f"/apis/{c.API_VERSION}"
+    path = f"{root}/namespaces/{namespace}/{CRON_PLURAL}" if namespace else f"{root}/{CRON_PLURAL}"
+    path += f"/{name}" if name else ""
+    return path + (f"/{subresource}" if subresource else "")
+
+
+def controlled_by(body: Mapping[str, Any], owner_uid: str) -> bool:
+    """metav1.IsControlledBy: the object's controller reference names ``owner_uid``."""
+    return any(
+        isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("uid") == owner_uid
+        for ref in _dict(body.get("metadata")).get("ownerReferences") or ()
+    )
+
+
 def _dict(value: object) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 

@@ -5,11 +5,14 @@ v1.37.2), creating ParallelJobs instead of Jobs. The steps run in upstream's ord
 1. history cleanup: the oldest finished jobs beyond the history limits go;
 2. the active list: finished jobs leave it (SawCompletedJob), vanished ones too
    (MissingJob), unfinished strangers are reported (UnexpectedJob) but not adopted;
+   as upstream, neither judgement is made on the caches alone: a first plan asks for
+   live reads (:class:`Verify`: the cron job, or the missing jobs, "to avoid a slow
+   watch"), and the shell plans again with what the API server answered;
 3. nothing more while the cron job is being deleted; then the time zone, suspend and
    the schedule, each of which may stop the sync (UnknownTimeZone, UnparseableSchedule,
    InvalidSchedule);
 4. which scheduled time runs (:func:`.cron_times.due_time`, per ``catchUp``), and which
-   will never run (``status.lastMissedTime``, MissedSchedule);
+   will never run (``status.lastMissedTime``, MissSchedule);
 5. concurrency: Forbid waits (JobAlreadyActive), so does Allow at ``maxActive``
    (TooManyActive); Replace deletes the active jobs;
 6. the job of that time is created, or adopted when it already exists;
@@ -54,6 +57,10 @@ from .cron_times import (
     trigger_job_name,
 )
 
+#: With catchUpPolicy All and no cap on the active jobs (maxActiveJobs), one missed run
+#: starts at most this often: an outage's 100 missed runs then take some 17 minutes to
+#: start instead of 10 seconds (a burst of 100 jobs and their pods at once).
+CATCH_UP_PACE_SECONDS = 10.0
 ALLOW = "Allow"
 FORBID = "Forbid"
 REPLACE = "Replace"
@@ -116,6 +123,23 @@ class CronInput:
     now: datetime
     leading_since: datetime  # when this replica started leading: Skip's outage cut
     trigger: str | None = None
+    #: Whether the cron job and the jobs in ``verify`` were read live (the second plan).
+    live_checked: bool = False
+    #: The active jobs the API server still has though the caches do not show them.
+    found_live: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Verify:
+    """What the caches alone cannot tell (syncCronJob's live reads): whether the cron
+    job read live lists a job the cached one does not (an unexpected job), and which
+    active jobs missing from the caches the API server still has."""
+
+    cron: bool = False
+    jobs: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.cron or bool(self.jobs)
 
 
 @dataclass(frozen=True)
@@ -138,12 +162,19 @@ class CronPlan:
     status: CronStatus  # to write: active as if the creates and deletes succeed
     events: tuple[CronEvent, ...]
     requeue_after: float | None  # seconds until the next sync is needed; None: none
+    #: Live reads to make before anything else (then plan again with their answers).
+    verify: Verify = Verify()
 
 
 def plan_cron_sync(inp: CronInput) -> CronPlan:
-    """What one sync of the cron job ``inp`` does (the steps in the module's docstring)."""
+    """What one sync of the cron job ``inp`` does (the steps in the module's docstring):
+    first, unless ``inp.live_checked``, only the live reads the caches call for."""
     history, status = _cleanup_finished_jobs(inp.spec, inp.children, _in_utc(inp.status))
-    status, events = _reconcile_active(inp.children, status)
+    if not inp.live_checked:
+        verify = _verify(inp.children, status)
+        if verify:
+            return CronPlan((), (), status, (), None, verify)
+    status, events = _reconcile_active(inp.children, status, inp.found_live)
     if inp.deleting:
         # Upstream: nothing but the status while the cron job is being deleted.
         return CronPlan((), history, replace(status, next_schedule_time=None), events, None)
@@ -206,11 +237,31 @@ def _by_start_time(child: ChildJob) -> tuple[bool, datetime, str]:
 # --- 2. The active list ------------------------------------------------------------------
 
 
+def _unexpected(child: ChildJob, active: Iterable[ActiveRef]) -> bool:
+    """An unfinished child the active list does not hold (one being deleted, Replace's
+    say, is no stranger)."""
+    return (
+        child.finished is None
+        and not child.deleting
+        and not any(ref.uid == child.uid for ref in active)
+    )
+
+
+def _verify(children: tuple[ChildJob, ...], status: CronStatus) -> Verify:
+    """The live reads syncCronJob makes before judging a job unexpected or missing."""
+    uids = {child.uid for child in children}
+    return Verify(
+        cron=any(_unexpected(child, status.active) for child in children),
+        jobs=tuple(ref.name for ref in status.active if ref.uid not in uids),
+    )
+
+
 def _reconcile_active(
-    children: Iterable[ChildJob], status: CronStatus
+    children: Iterable[ChildJob], status: CronStatus, found_live: frozenset[str] = frozenset()
 ) -> tuple[CronStatus, tuple[CronEvent, ...]]:
     """syncCronJob's first loops: the active list against the children, and the time of
-    the latest success. A child being deleted is no stranger (Replace's, say)."""
+    the latest success. An active job the caches lack but the API server has
+    (``found_live``) stays active."""
     active = list(status.active)
     events: list[CronEvent] = []
     last_success = status.last_successful_time
@@ -219,7 +270,7 @@ def _reconcile_active(
         seen.add(child.uid)
         found = any(ref.uid == child.uid for ref in active)
         if child.finished is None:
-            if not found and not child.deleting:
+            if _unexpected(child, active):
                 message = f"Saw a job that the controller did not create or forgot: {child.name}"
                 events.append(CronEvent(WARNING, "UnexpectedJob", message))
             continue
@@ -230,7 +281,7 @@ def _reconcile_active(
         if child.finished == COMPLETE:
             last_success = _later(last_success, child.finish_time)
     for ref in tuple(active):
-        if ref.uid not in seen:
+        if ref.uid not in seen and ref.name not in found_live:
             events.append(CronEvent(NORMAL, "MissingJob", f"Active job went missing: {ref.name}"))
             active.remove(ref)
     status = replace(status, active=tuple(active), last_successful_time=last_success)
@@ -313,7 +364,7 @@ def _base(inp: CronInput, status: CronStatus) -> datetime:
 
 
 def _give_up(status: CronStatus, due: Due, catch_up: str) -> tuple[CronStatus, list[CronEvent]]:
-    """TooManyMissedTimes, MissedSchedule, and ``lastMissedTime``."""
+    """TooManyMissedTimes, MissSchedule (upstream's reason), and ``lastMissedTime``."""
     events = []
     if due.too_many:
         cut = f"catchUp All runs only the latest {TOO_MANY_MISSED}. " if catch_up == ALL else ""
@@ -330,7 +381,7 @@ def _give_up(status: CronStatus, due: Due, catch_up: str) -> tuple[CronStatus, l
     else:
         many = f"more than {TOO_MANY_MISSED}" if due.missed > TOO_MANY_MISSED else due.missed
         message = f"Missed {many} scheduled times to start a job, the latest: {latest}"
-    events.append(CronEvent(WARNING, "MissedSchedule", message))
+    events.append(CronEvent(WARNING, "MissSchedule", message))
     return replace(status, last_missed_time=due.last_missed), events
 
 
@@ -383,14 +434,17 @@ def _finish(
     delete: tuple[str, ...] = (),
     ran: datetime | None = None,
 ) -> _Step:
-    """The step's outcome with when to sync again: nextScheduleTimeDuration, or at once
-    while catchUp All still has a backlog that concurrency lets start."""
+    """The step's outcome with when to sync again: nextScheduleTimeDuration, or soon
+    while catchUp All still has a backlog that concurrency lets start (at once up to
+    maxActiveJobs; without a cap, one run every :data:`CATCH_UP_PACE_SECONDS`)."""
     base = _base(inp, status)
     requeue = next_schedule_time_duration(clock.schedule, clock.loc, base, clock.now)
     if inp.spec.catch_up == ALL and ran is not None and _blocked(inp.spec, status.active) is None:
         following = next_time(clock.schedule, ran, clock.loc)
         if following is not None and following <= clock.now:
-            requeue = NEXT_SCHEDULE_DELTA
+            uncapped = inp.spec.concurrency_policy == ALLOW and inp.spec.max_active is None
+            pace = CATCH_UP_PACE_SECONDS if uncapped else NEXT_SCHEDULE_DELTA
+            requeue = pace if requeue is None else min(requeue, pace)
     try:
         upcoming = first_after(clock.schedule, clock.loc, base, clock.now)
     except InvalidSchedule:
@@ -403,11 +457,13 @@ def _finish(
 
 
 def _trigger_step(inp: CronInput, status: CronStatus) -> tuple[tuple[JobToCreate, ...], CronStatus]:
-    """A new trigger value: one job now (``kubectl create job --from=cronjob/...``)."""
+    """A new trigger value: one job now (``kubectl create job --from=cronjob/...``). Its
+    name follows from the value and the one before it, so that each change starts a job
+    (A, B, then A again: three) and a sync retried before the status write adopts it."""
     trigger = inp.trigger
     if not trigger or trigger == status.last_trigger:
         return (), status
-    name = trigger_job_name(inp.name, trigger)
+    name = trigger_job_name(inp.name, trigger, status.last_trigger)
     create, status = _create_or_adopt_named(inp, status, name, None)
     return create, replace(status, last_trigger=trigger)
 

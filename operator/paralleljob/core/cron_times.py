@@ -258,10 +258,13 @@ def get_time_hash_in_minutes(scheduled_time: datetime) -> int:
     return minutes if seconds >= 0 else -minutes
 
 
-def trigger_job_name(cron_job_name: str, trigger: str) -> str:
-    """A triggered run's job: ``-m`` and 9 hex digits of the trigger's SHA-256, the same
-    for the same trigger (so a retried sync adopts it) and no scheduled job's name."""
-    digest = hashlib.sha256(trigger.encode("utf-8")).hexdigest()
+def trigger_job_name(cron_job_name: str, trigger: str, previous: str | None = None) -> str:
+    """A triggered run's job: ``-m`` and 9 hex digits of the SHA-256 of the trigger and
+    the one acted on before it (``status.lastTrigger``): the same for a retried sync of
+    the same change (so it adopts the job), another for each change, and no scheduled
+    job's name."""
+    key = trigger if previous is None else f"{previous}\x00{trigger}"
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()
     return f"{cron_job_name}-m{digest[:9]}"
 
 

@@ -99,6 +99,27 @@ class JobControl(Protocol):
         ...
 
 
+class CronControl(Protocol):
+    """cronjob_controllerv2's ``cronJobControl`` and ``jobControl``: a ParallelCronJob's
+    reads and writes of itself and of its ParallelJobs."""
+
+    async def get_cron(self, namespace: str, name: str) -> JsonDict: ...
+
+    async def patch_cron_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        """A merge patch of the status subresource; returns the object as stored."""
+        ...
+
+    async def get_job(self, namespace: str, name: str) -> JsonDict: ...
+
+    async def create_job(self, namespace: str, job: JsonDict) -> JsonDict:
+        """Creates ``job``; returns it as stored."""
+        ...
+
+    async def delete_job_in_background(self, namespace: str, name: str) -> None:
+        """Deletes the job, its pods after it (propagation Background, as upstream)."""
+        ...
+
+
 class ControllerApi(PodControl, JobControl, Protocol):
     """Every call :class:`~paralleljob.controller.Controller` makes."""
 
@@ -112,6 +133,10 @@ class EventSink(Protocol):
     """client-go's record.EventSink: where the event recorder posts Events."""
 
     async def create_event(self, namespace: str, event: JsonDict) -> None: ...
+
+    async def patch_event(self, namespace: str, name: str, patch: JsonDict) -> None:
+        """A strategic merge patch of a posted Event (its count, lastTimestamp, message)."""
+        ...
 
     def has_spare_budget(self) -> bool:
         """As :meth:`ControllerApi.has_spare_budget`: Events wait for it."""

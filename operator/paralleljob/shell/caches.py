@@ -1,14 +1,17 @@
-"""The operator's caches: every job's pods, and the jobs, listed and watched by its own
-informers (informer.py), each pod read once into a PodInfo (kind.kind_of_pod says as
-what kind's) and filed by its jobs' uids (pod_cache.py).
+"""The operator's caches: every job's pods, the jobs and the ParallelCronJobs, listed and
+watched by its own informers (informer.py), each pod read once into a PodInfo
+(kind.kind_of_pod says as what kind's) and filed by its jobs' uids (pod_cache.py).
 
-One watch per kind of object: the jobs' informers are also what the job loops read. Each
-job listed, added or modified goes whole to its kind's controller (Controller.job_seen),
-each deletion ends its loop (Controller.job_deleted); kopf watches no job. The caches
-need no controller, so under a leader election they start as soon as the process stands
-by (a warm standby, with a record of each job: job_records.py); the controllers attach
-once it leads, and then only after every job informer has caught up with the API server
-as of the takeover (Informer.catch_up); no job syncs before the pod informers have too
+One watch per kind of object, and kopf watches none: the informers are also what the
+controllers read. The caches publish to subscribers (subscribers.py) and know no
+controller: each job listed, added or modified goes whole to its kind's subscriber
+(``job_seen``), each deletion to ``job_deleted``; each ParallelCronJob to the cron
+subscriber (``cron_seen``, ``cron_deleted``), and a change of one of its ParallelJobs
+wakes it (``job_changed``). Nothing is subscribed while the process stands by, so under
+a leader election the caches start at once (a warm standby, with a record of each job:
+job_records.py); the controllers subscribe once it leads, and only after every job and
+ParallelCronJob informer has caught up with the API server as of the takeover
+(Informer.catch_up); no job syncs before the pod informers have too
 (CacheSync.current), no pod is judged an orphan before the jobs are listed. Why each of
 these, with the measurements: docs/design.md, "A warm standby", "One watch per kind" and
 "A takeover trusts nothing stale".
@@ -28,20 +31,21 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import MANAGE_JOBS_ALL, OperatorConfig
-from ..core.kind import (
+from ..core import (
     PARALLELJOB,
     WATCH_LABEL,
     JobKind,
+    PodInfo,
+    cron_path,
     is_jobs_pod,
     job_kinds,
     jobs_path,
     kind_of_pod,
+    parse_pod,
     pods_path,
 )
-from ..core.model import PodInfo, parse_pod
 from ..json_types import JsonDict
 from .consistency import JOBS, PODS, CacheVersion
-from .controller import CacheSync, Controller
 from .cron_children import CronChildren
 from .fence import WriteFence
 from .gc_pauses import bound_full_collections, freeze_until_quiet
@@ -49,12 +53,16 @@ from .informer import Informer, KubeListWatch, version_number
 from .job_records import CachedJob, job_record, start_recorded_jobs
 from .kube import Kube, load_configuration, user_agent
 from .pod_cache import PodCache
+from .subscribers import CacheSync, CronSubscriber, JobSubscriber
 
 log = logging.getLogger(__name__)
 
 #: Cached pods handed to the controllers between two turns of the event loop, when
 #: they attach to caches already in sync (50,000 in one go held it for about 0.25 s).
 REPLAY_YIELD_EVERY = 1000
+
+#: kubectl apply's copy of the object, which no controller reads.
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 #: A pod as the pod informer keeps it: its kind's name and what the core reads.
 CachedPod = tuple[str, PodInfo]
@@ -65,8 +73,19 @@ def _scopes(config: OperatorConfig) -> tuple[str, ...]:
     return config.namespaces or ("",)
 
 
+def read_cron(body: JsonDict) -> JsonDict | None:
+    """A ParallelCronJob as its informer keeps it: whole (they are few) but for the
+    metadata no controller reads (managedFields, last-applied-configuration)."""
+    meta = body.get("metadata") or {}
+    if not meta.get("uid"):
+        return None
+    kept = {key: value for key, value in meta.items() if key != "managedFields"}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    return {**body, "metadata": {**kept, "annotations": annotations}}
+
+
 class Caches:
-    """The pod cache and the informers that fill it, and the controllers they feed
+    """The pod cache and the informers that fill it, and the subscribers they feed
     (none while the process stands by)."""
 
     def __init__(self, kube: Kube, config: OperatorConfig, *, elected: bool = False) -> None:
@@ -80,8 +99,10 @@ class Caches:
         #: Under a leader election: the caches filled before this process led catch up
         #: when it starts leading (attach).
         self.catch_up_on_attach = elected
-        #: A controller per kind of job, by kind name, once attached.
-        self.controllers: dict[str, Controller] = {}
+        #: A subscriber per kind of job, by kind name, once attached.
+        self.controllers: dict[str, JobSubscriber] = {}
+        #: The ParallelCronJobs' subscriber, once attached.
+        self.crons: CronSubscriber | None = None
         #: The informers, their sync, the freezes, and the finalizer releases.
         self.tasks: set[asyncio.Task[None]] = set()
         self._closed = False
@@ -114,6 +135,16 @@ class Caches:
             ]
             for kind in self.kinds
         }
+        #: The ParallelCronJob informers, per scope: each object kept whole.
+        self.cron_informers: list[Informer[JsonDict]] = [
+            Informer(
+                KubeListWatch(kube, cron_path(ns)),
+                project=read_cron,
+                on_change=self._cron_changed,
+                name=f"parallelcronjobs in {ns or 'all namespaces'}",
+            )
+            for ns in self.scopes
+        ]
 
     @classmethod
     async def open(cls, config: OperatorConfig, fence: WriteFence | None = None) -> Caches:
@@ -137,7 +168,7 @@ class Caches:
     def start(self) -> None:
         """Each informer a task; and the tasks that open the gates as they sync
         (CacheSync) and freeze what the listing builds."""
-        informers: list[Informer[Any]] = [*self.pod_informers]
+        informers: list[Informer[Any]] = [*self.pod_informers, *self.cron_informers]
         for each in self.job_informers.values():
             informers.extend(each)
         for informer in informers:
@@ -145,17 +176,26 @@ class Caches:
         self.spawn(self._open_gates(), "cache sync")
         self.spawn(freeze_until_quiet(self._busy), "freeze what the listing builds")
 
-    async def attach(self, controllers: Mapping[str, Controller]) -> None:
-        """The controllers, once the process leads: each sees the pods already cached,
-        a turn of the event loop every REPLAY_YIELD_EVERY pods (an event for a pod
-        meanwhile is seen as well: seeing a pod twice changes nothing); then starts the
-        jobs already cached (start_cached_jobs)."""
+    async def attach(
+        self, controllers: Mapping[str, JobSubscriber], crons: CronSubscriber | None = None
+    ) -> None:
+        """The subscribers, once the process leads: each job controller sees the pods
+        already cached, a turn of the event loop every REPLAY_YIELD_EVERY pods (an event
+        for a pod meanwhile is seen as well: seeing a pod twice changes nothing); then
+        starts the jobs already cached (start_cached_jobs); the cron subscriber sees
+        every ParallelCronJob cached."""
         if self.catch_up_on_attach:
             # Started together: the pods' catch-up overlaps the jobs' (one bookmark's wait).
             self.spawn(self._pods_current(), "pods caught up")
             jobs = [i for each in self.job_informers.values() for i in each]
-            await self._catch_up(jobs)  # before the records start any job
+            await self._catch_up([*jobs, *self.cron_informers])  # before anything starts
         self.controllers = dict(controllers)
+        if crons is not None:
+            self.crons = crons
+            self.cron_children.changed = crons.job_changed
+            for informer in self.cron_informers:
+                for body in list(informer.store.values()):
+                    crons.cron_seen(body)
         for name, controller in self.controllers.items():
             controller.job_exists = self.job_exists_for(name, controller)
             controller.cache_version = self.cache_version_for(name)
@@ -223,7 +263,7 @@ class Caches:
         self._observe(kind, pod, gone)
 
     def _observe(self, kind: str, pod: PodInfo, gone: bool) -> None:
-        """The pod seen by its kind's controller, if attached; a finalizer release it
+        """The pod seen by its kind's subscriber, if attached; a finalizer release it
         calls for runs beside the watch."""
         controller = self.controllers.get(kind)
         if controller is None:
@@ -275,20 +315,26 @@ class Caches:
 
         return on_change
 
-    def job_exists_for(self, kind: str, controller: Controller) -> Callable[[str], bool]:
+    def job_exists_for(self, kind: str, controller: JobSubscriber) -> Callable[[str], bool]:
         informers = self.job_informers[kind]
 
         def job_exists(uid: str) -> bool:
-            """Listed or watched: a running loop's, one left to another controller, or
-            one in the informer's store."""
-            rt = controller.jobs.get(uid)
-            return (
-                (rt is not None and not rt.loop.stopped)  # a stopped loop's job is gone
-                or uid in controller.left_alone
-                or any(uid in i.store for i in informers)
-            )
+            """Listed or watched: a job the controller runs or leaves to another, or one
+            in the informer's store."""
+            return controller.runs(uid) or any(uid in i.store for i in informers)
 
         return job_exists
+
+    # -- the ParallelCronJobs ------------------------------------------------------------
+    def _cron_changed(self, old: JsonDict | None, new: JsonDict | None, gone: bool) -> None:
+        """A ParallelCronJob to the cron subscriber, if attached: kept, or deleted (also
+        one no longer listed after a re-list, whose DELETED the watch never sent)."""
+        if self.crons is None:
+            return
+        if new is not None and not gone:
+            self.crons.cron_seen(new)
+        elif old is not None:
+            self.crons.cron_deleted(str(old["metadata"]["uid"]))
 
     def cache_version_for(self, kind: str) -> CacheVersion:
         """Read-your-writes (shell/consistency.py): how far the informer that holds a
@@ -343,6 +389,6 @@ class Caches:
         """Still listing: the caches are not in sync, or a controller has not seen
         every job its kind lists yet, or has a sync pending."""
         return not self.synced.jobs.is_set() or any(
-            c.pending_syncs() or len(c.jobs) + len(c.left_alone) < self.jobs_listed(name)
+            c.pending_syncs() or c.known_jobs() < self.jobs_listed(name)
             for name, c in self.controllers.items()
         )

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from .. import constants as c
@@ -36,34 +35,13 @@ from .progress import Stall, stalls
 from .ref_manager import candidate_jobs
 from .runtime import JobRuntime
 from .status_writer import StatusWriter
+from .subscribers import CacheSync, Release
 
 log = logging.getLogger(__name__)
 
 
 def _no_job_known(uid: str) -> bool:
     return False
-
-
-def _synced_now() -> asyncio.Event:
-    synced = asyncio.Event()
-    synced.set()
-    return synced
-
-
-@dataclass
-class CacheSync:
-    """What the caches have listed (handlers.py sets them as the informers sync)."""
-
-    #: The pods and which jobs exist: no pod is taken for an orphan before.
-    jobs: asyncio.Event = field(default_factory=_synced_now)
-    #: The pods listed, and at least as new as the API server was when this process
-    #: began to lead (caches.py): no job syncs before, as it would create the pods it
-    #: cannot see, or act on what they do not show of the last leader's writes.
-    current: asyncio.Event = field(default_factory=_synced_now)
-
-
-#: A pod's finalizer release, for the caller to run (None: nothing to release).
-Release = Coroutine[Any, Any, None] | None
 
 
 class Controller:
@@ -121,6 +99,15 @@ class Controller:
 
     def pending_syncs(self) -> int:
         return self.loops.pending_syncs()
+
+    def runs(self, uid: str) -> bool:
+        """A running loop's job (a stopped loop's job is gone), or one left to another
+        controller."""
+        rt = self.jobs.get(uid)
+        return (rt is not None and not rt.loop.stopped) or uid in self.left_alone
+
+    def known_jobs(self) -> int:
+        return len(self.jobs) + len(self.left_alone)
 
     # -- watch events ------------------------------------------------------------------
     def job_seen(self, body: Mapping[str, Any]) -> None:

@@ -7,7 +7,10 @@ creation or a status write is waiting for. Upstream's recorder gets about the sa
 its single posting goroutine, which falls behind a busy controller. As client-go's
 recorder does, a spam filter lets each job post 25 events of a type at once and then one
 per 5 minutes, so that a job of 10,000 pods costs the API server 25 "Created pod" Events,
-not 10,000.
+not 10,000. And as client-go's correlator does (event_correlator.py), an Event that
+repeats is counted on the Event already posted (a patch of its ``count``), not posted
+again: a ParallelCronJob whose run waits for the last one says so on one Event, however
+often it syncs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Protocol
 from .. import constants as c
 from ..timeutil import format_time
 from .api import ApiError, EventSink
+from .event_correlator import EventCorrelator, Occurrence
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -83,7 +87,8 @@ class EventRecorder:
     def __init__(self, sink: EventSink, *, workers: int = 4, capacity: int = 10000) -> None:
         self._sink = sink
         self._spam = SpamFilter()
-        self._queue: asyncio.Queue[tuple[JobRef, str, str, str]] = asyncio.Queue(capacity)
+        self._correlator = EventCorrelator()
+        self._queue: asyncio.Queue[tuple[JobRef, str, str, Occurrence]] = asyncio.Queue(capacity)
         self._tasks = [
             asyncio.create_task(self._work(), name=f"events-{i}") for i in range(workers)
         ]
@@ -93,8 +98,14 @@ class EventRecorder:
         log.debug("event %s/%s %s %s: %s", job.namespace, job.name, type_, reason, message)
         if not self._spam.allows(job, type_, time.monotonic()):
             return
+        seen = self._correlator.observe(
+            (job.uid, type_, reason),
+            message[:1024],
+            f"{job.name}.{time.time_ns():x}",
+            datetime.now(UTC),
+        )
         try:
-            self._queue.put_nowait((job, type_, reason, message))
+            self._queue.put_nowait((job, type_, reason, seen))
         except asyncio.QueueFull:
             log.warning(
                 "event queue full, dropping %s %s for %s/%s", type_, reason, job.namespace, job.name
@@ -109,34 +120,47 @@ class EventRecorder:
 
     async def _work(self) -> None:
         while True:
-            job, type_, reason, message = await self._queue.get()
+            job, type_, reason, seen = await self._queue.get()
             while not self._sink.has_spare_budget():
                 await asyncio.sleep(SPARE_BUDGET_POLL_SECONDS)
-            now = datetime.now(UTC)
-            event = {
-                "metadata": {"name": f"{job.name}.{time.time_ns():x}", "namespace": job.namespace},
-                "involvedObject": {
-                    "apiVersion": job.api_version,
-                    "kind": job.kind,
-                    "name": job.name,
-                    "namespace": job.namespace,
-                    "uid": job.uid,
-                },
-                "type": type_,
-                "reason": reason,
-                "message": message[:1024],
-                "source": {"component": COMPONENT},
-                "reportingComponent": f"{c.GROUP}/operator",
-                "reportingInstance": self._instance,
-                "firstTimestamp": format_time(now),
-                "lastTimestamp": format_time(now),
-                "count": 1,
-            }
             try:
-                await self._sink.create_event(job.namespace, event)
+                await self._post(job, type_, reason, seen)
             except ApiError as exc:
                 log.debug(
                     "could not post event %s for %s/%s: %s", reason, job.namespace, job.name, exc
                 )
             except Exception:
                 log.exception("could not post event %s for %s/%s", reason, job.namespace, job.name)
+
+    async def _post(self, job: JobRef, type_: str, reason: str, seen: Occurrence) -> None:
+        """A new Event, or the count of one posted before (created anew if it is gone:
+        expired, or its create still on its way, which then meets AlreadyExists)."""
+        now = format_time(datetime.now(UTC))
+        if not seen.new:
+            patch = {"message": seen.message, "count": seen.count, "lastTimestamp": now}
+            try:
+                await self._sink.patch_event(job.namespace, seen.name, patch)
+                return
+            except ApiError as exc:
+                if not exc.not_found:
+                    raise
+        event = {
+            "metadata": {"name": seen.name, "namespace": job.namespace},
+            "involvedObject": {
+                "apiVersion": job.api_version,
+                "kind": job.kind,
+                "name": job.name,
+                "namespace": job.namespace,
+                "uid": job.uid,
+            },
+            "type": type_,
+            "reason": reason,
+            "message": seen.message,
+            "source": {"component": COMPONENT},
+            "reportingComponent": f"{c.GROUP}/operator",
+            "reportingInstance": self._instance,
+            "firstTimestamp": format_time(seen.first),
+            "lastTimestamp": now,
+            "count": seen.count,
+        }
+        await self._sink.create_event(job.namespace, event)

@@ -12,9 +12,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
-from .controller import Controller
 from .informer import Informer
 from .runtime import compact_metadata
+from .subscribers import JobSubscriber
 
 
 class CachedJob(NamedTuple):
@@ -42,7 +42,7 @@ def job_record(body: Mapping[str, Any]) -> bytes:
 
 
 async def start_recorded_jobs(
-    controllers: Mapping[str, Controller],
+    controllers: Mapping[str, JobSubscriber],
     informers: Mapping[str, Iterable[Informer[CachedJob]]],
     *,
     new: bool,

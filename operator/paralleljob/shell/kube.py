@@ -21,7 +21,7 @@ from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
 from .. import constants as c
-from ..core.kind import PARALLELJOB, JobKind
+from ..core import PARALLELJOB, JobKind, cron_path
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
@@ -281,6 +281,20 @@ class Kube:
         body = {"propagationPolicy": "Foreground", "preconditions": {"uid": uid}}
         await self.request("DELETE", self.job_path(namespace, name), body=body)
 
+    async def create_job(self, namespace: str, job: JsonDict) -> JsonDict:
+        return await self.request("POST", self.job_path(namespace, ""), body=job)
+
+    async def delete_job_in_background(self, namespace: str, name: str) -> None:
+        body = {"propagationPolicy": "Background"}
+        await self.request("DELETE", self.job_path(namespace, name), body=body)
+
+    async def get_cron(self, namespace: str, name: str) -> JsonDict:
+        return await self.request("GET", cron_path(namespace, name))
+
+    async def patch_cron_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        path = cron_path(namespace, name, "status")
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
     async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
         return await self.request("POST", self.pods_path(namespace), body=pod)
 
@@ -332,3 +346,7 @@ class Kube:
 
     async def create_event(self, namespace: str, event: JsonDict) -> None:
         await self.request("POST", f"/api/v1/namespaces/{namespace}/events", body=event)
+
+    async def patch_event(self, namespace: str, name: str, patch: JsonDict) -> None:
+        path = f"/api/v1/namespaces/{namespace}/events/{name}"
+        await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)

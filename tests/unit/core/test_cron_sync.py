@@ -6,7 +6,7 @@ TestGetJobFromTemplate2, at Kubernetes v1.37.2), then the extensions: catchUp,
 lastMissedTime, nextScheduleTime, maxActive, triggers, the adoption of a job a crash left
 unrecorded, and the history limits.
 
-Where this sync differs from upstream's on purpose, the row says so: the MissedSchedule
+Where this sync differs from upstream's on purpose, the row says so: the MissSchedule
 warning (upstream gives times up silently), a TZ= schedule (refused), and ``@every`` with
 a short startingDeadlineSeconds (upstream's own table comments that row out as failing).
 """
@@ -22,6 +22,7 @@ import pytest
 
 from paralleljob.core.cron_schedule import parse_schedule
 from paralleljob.core.cron_sync import (
+    CATCH_UP_PACE_SECONDS,
     ActiveRef,
     ChildJob,
     CronInput,
@@ -29,6 +30,7 @@ from paralleljob.core.cron_sync import (
     CronSpec,
     CronStatus,
     JobToCreate,
+    Verify,
     plan_cron_sync,
     record_created,
     scheduled_timestamp_annotation,
@@ -153,6 +155,14 @@ def upstream_input(row: Row) -> CronInput:
     )
 
 
+def planned(inp: CronInput) -> CronPlan:
+    """plan_cron_sync as the shell runs it against an API server that holds what the
+    caches hold (upstream's fakes): the live reads a first plan asks for find nothing
+    more, and the second plan is the sync's."""
+    first = plan_cron_sync(inp)
+    return plan_cron_sync(replace(inp, live_checked=True)) if first.verify else first
+
+
 def check(plan: CronPlan, row: Row) -> None:
     expected_create = (
         () if row.run is None else (JobToCreate(get_job_name(NAME, row.run), row.run),)
@@ -171,7 +181,7 @@ def check(plan: CronPlan, row: Row) -> None:
 
 A, F, R = "Allow", "Forbid", "Replace"
 SAW = "SawCompletedJob"
-MISSED = "MissedSchedule"
+MISSED = "MissSchedule"
 TOO_MANY = "TooManyMissedTimes"
 UNPARSEABLE = "UnparseableSchedule"
 TOP = TOP_OF_THE_HOUR
@@ -608,7 +618,7 @@ SYNC_ROWS = [
 @pytest.mark.parametrize("row", SYNC_ROWS)
 def test_controller_v2_sync_cron_job(row: Row) -> None:
     inp = upstream_input(row)
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     check(plan, row)
     if row.ran_previously and not row.still_active:
         completion = row.job_creation_time + timedelta(seconds=10)
@@ -616,7 +626,7 @@ def test_controller_v2_sync_cron_job(row: Row) -> None:
 
 
 def test_unparseable_schedule_message() -> None:
-    plan = plan_cron_sync(upstream_input(Row(JUST_BEFORE_THE_HOUR, schedule=ERROR_SCHEDULE)))
+    plan = planned(upstream_input(Row(JUST_BEFORE_THE_HOUR, schedule=ERROR_SCHEDULE)))
     assert plan.events[0].type == "Warning"
     assert plan.events[0].message == (
         'unparseable schedule: "obvious error schedule" : '
@@ -626,7 +636,7 @@ def test_unparseable_schedule_message() -> None:
 
 
 def test_unknown_time_zone_message() -> None:
-    plan = plan_cron_sync(upstream_input(Row(JUST_BEFORE_THE_HOUR, time_zone="bad timezone")))
+    plan = planned(upstream_input(Row(JUST_BEFORE_THE_HOUR, time_zone="bad timezone")))
     assert (
         plan.events[0].message == 'invalid timeZone: "bad timezone": unknown time zone bad timezone'
     )
@@ -634,7 +644,7 @@ def test_unknown_time_zone_message() -> None:
 
 def test_job_already_active_message() -> None:
     row = Row(JUST_AFTER_THE_HOUR, policy=F, **ACTIVE)
-    (event,) = plan_cron_sync(upstream_input(row)).events
+    (event,) = planned(upstream_input(row)).events
     assert (event.type, event.message) == (
         "Normal",
         "Not starting job because prior execution is running and concurrency policy is Forbid",
@@ -643,7 +653,7 @@ def test_job_already_active_message() -> None:
 
 def test_too_many_missed_times_message() -> None:
     row = Row(WEEK, **PRIOR)
-    too_many = plan_cron_sync(upstream_input(row)).events[1]
+    too_many = planned(upstream_input(row)).events[1]
     assert (too_many.type, too_many.message) == (
         "Warning",
         "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check "
@@ -653,7 +663,7 @@ def test_too_many_missed_times_message() -> None:
 
 def test_the_annotation_of_a_job_made_in_a_zone() -> None:
     """The job of 10:00 UTC made by a New York cron job says 06:00 EDT."""
-    plan = plan_cron_sync(upstream_input(Row(JUST_AFTER_THE_HOUR, time_zone=NEW_YORK)))
+    plan = planned(upstream_input(Row(JUST_AFTER_THE_HOUR, time_zone=NEW_YORK)))
     (create,) = plan.create
     assert create.scheduled_time is not None
     assert scheduled_timestamp_annotation(create.scheduled_time, NEW_YORK) == (
@@ -743,7 +753,7 @@ def test_controller_v2_cleanup_finished_jobs(
     jobs = tuple(replace(j, finished="Complete") for j in jobs)
     status = CronStatus(last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR)
     inp = cron(now, status=status, children=jobs, successful_jobs_history_limit=limit)
-    assert plan_cron_sync(inp).delete == deleted
+    assert planned(inp).delete == deleted
 
 
 def test_controller_v2_job_already_exists_but_not_in_active_status() -> None:
@@ -760,7 +770,7 @@ def test_controller_v2_job_already_exists_but_not_in_active_status() -> None:
         concurrency_policy=F,
         created=JUST_BEFORE_THE_HOUR,
     )
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert plan.create == ()
     assert plan.status.active == (ActiveRef(job.name, "1234"),)
     assert plan.status.last_schedule_time == due
@@ -999,7 +1009,7 @@ def test_by_job_start_time(
     """TestByJobStartTime, seen in the order a history limit of 0 deletes them in."""
     children = tuple(child(n, finished="Complete", start=s) for n, s in jobs)
     inp = cron(JUST_BEFORE_THE_HOUR, children=children, successful_jobs_history_limit=0)
-    assert plan_cron_sync(inp).delete == expected
+    assert planned(inp).delete == expected
 
 
 @pytest.mark.parametrize(
@@ -1074,7 +1084,7 @@ def outage(
         concurrency_policy=policy,
         max_active=max_active,
     )
-    return plan_cron_sync(inp)
+    return planned(inp)
 
 
 TO_06 = (hour(6) - AFTER_OUTAGE).total_seconds() + 0.1
@@ -1085,7 +1095,10 @@ RUNNING = (child("running", start=hour(0)),)
     ("plan", "run", "missed", "events", "requeue"),
     [
         pytest.param(outage("Latest"), hour(5), hour(4), (MISSED,), TO_06, id="Latest"),
-        pytest.param(outage("All"), hour(1), None, (), 0.1, id="All: the oldest, then at once"),
+        pytest.param(
+            outage("All"), hour(1), None, (), CATCH_UP_PACE_SECONDS,
+            id="All, no cap: the oldest, the next at the catch-up's pace",
+        ),
         pytest.param(
             outage("Skip"), None, hour(5), (MISSED,), TO_06, id="Skip: all before leading"
         ),
@@ -1098,7 +1111,7 @@ RUNNING = (child("running", start=hour(0)),)
             id="Latest with startingDeadlineSeconds",
         ),
         pytest.param(
-            outage("All", deadline=7200), hour(4), hour(3), (MISSED,), 0.1,
+            outage("All", deadline=7200), hour(4), hour(3), (MISSED,), CATCH_UP_PACE_SECONDS,
             id="All with startingDeadlineSeconds: the too-late ones are missed",
         ),
         pytest.param(
@@ -1169,7 +1182,7 @@ def test_all_runs_the_backlog_one_per_sync_oldest_first() -> None:
     started = []
     for _ in range(6):
         inp = cron(AFTER_OUTAGE, "0 * * * *", status, catch_up="All")
-        plan = plan_cron_sync(inp)
+        plan = planned(inp)
         started += [c.scheduled_time for c in plan.create]
         status = plan.status
     assert started == [hour(h) for h in range(1, 6)]
@@ -1181,26 +1194,34 @@ def test_all_caps_the_backlog_at_100() -> None:
     """Three hours of every minute missed: the latest 100 run, the 80 before are missed."""
     now = at("2016-05-20T03:00:30")
     status = CronStatus(last_schedule_time=at("2016-05-20T00:00:00"))
-    plan = plan_cron_sync(cron(now, "* * * * *", status, catch_up="All"))
+    plan = planned(cron(now, "* * * * *", status, catch_up="All"))
     first = at("2016-05-20T01:21:00")
     assert plan.create == (JobToCreate(get_job_name(NAME, first), first),)
     assert plan.status.last_missed_time == first - timedelta(minutes=1)
     assert reasons(plan) == [TOO_MANY, MISSED]
     assert "catchUp All runs only the latest 100" in plan.events[0].message
     assert plan.events[1].message.startswith("Missed 80 scheduled times to start a job")
+    assert plan.requeue_after == pytest.approx(CATCH_UP_PACE_SECONDS)
+
+
+def test_all_under_a_cap_starts_the_backlog_at_once_up_to_it() -> None:
+    """maxActiveJobs bounds the burst, so the next missed run is not held back."""
+    status = CronStatus(last_schedule_time=hour(0))
+    plan = planned(cron(AFTER_OUTAGE, "0 * * * *", status, catch_up="All", max_active=3))
+    assert [c.scheduled_time for c in plan.create] == [hour(1)]
     assert plan.requeue_after == pytest.approx(0.1)
 
 
 def test_latest_reports_more_than_100_missed() -> None:
     now = at("2016-05-20T03:00:30")
     status = CronStatus(last_schedule_time=at("2016-05-20T00:00:00"))
-    plan = plan_cron_sync(cron(now, "* * * * *", status))
+    plan = planned(cron(now, "* * * * *", status))
     assert plan.events[-1].message.startswith("Missed more than 100 scheduled times")
     assert plan.status.last_missed_time == at("2016-05-20T02:59:00")
 
 
 def test_a_miss_is_reported_once() -> None:
-    """The next sync starts after lastMissedTime: no second MissedSchedule."""
+    """The next sync starts after lastMissedTime: no second MissSchedule."""
     first = outage("Skip")
     inp = cron(
         AFTER_OUTAGE + timedelta(seconds=30),
@@ -1209,9 +1230,9 @@ def test_a_miss_is_reported_once() -> None:
         leading_since=OUTAGE_END,
         catch_up="Skip",
     )
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert (plan.create, plan.events, plan.status.last_missed_time) == ((), (), hour(5))
-    later = plan_cron_sync(replace(inp, now=hour(6) + timedelta(seconds=1)))
+    later = planned(replace(inp, now=hour(6) + timedelta(seconds=1)))
     assert [c.scheduled_time for c in later.create] == [hour(6)]
     assert later.events == ()
 
@@ -1221,7 +1242,7 @@ def test_a_forbidden_time_runs_late_within_the_deadline() -> None:
     startingDeadlineSeconds allows (upstream's semantics, kept by maxActive too)."""
     now = hour(1) + timedelta(minutes=20)
     status = CronStatus(last_schedule_time=hour(0))
-    waiting = plan_cron_sync(
+    waiting = planned(
         cron(
             now,
             "0 * * * *",
@@ -1241,7 +1262,7 @@ def test_a_forbidden_time_runs_late_within_the_deadline() -> None:
         "Not starting job because 1 jobs are active and maxActiveJobs is 1",
     )
     done = (replace(RUNNING[0], finished="Complete", finish_time=now),)
-    ran = plan_cron_sync(
+    ran = planned(
         cron(
             now + timedelta(minutes=1),
             "0 * * * *",
@@ -1292,7 +1313,7 @@ def test_max_active(
         concurrency_policy=policy,
         max_active=max_active,
     )
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert (len(plan.create), len(plan.delete), reasons(plan)) == (creates, deletes, list(events))
     assert plan.requeue_after == pytest.approx(seconds(minutes=59, seconds=59))
 
@@ -1301,13 +1322,28 @@ def test_max_active(
 
 TRIGGER = "2016-05-19T10:30:00Z"
 TRIGGERED = trigger_job_name(NAME, TRIGGER)
+#: The job of TRIGGER set after "an older one".
+TRIGGERED_AFTER = trigger_job_name(NAME, TRIGGER, "an older one")
 
 
 def test_trigger_job_name() -> None:
-    """``-m`` and 9 hex digits of the trigger's SHA-256: the same trigger, the same job."""
+    """``-m`` and 9 hex digits of the SHA-256 of the trigger and the one before it: the
+    same change, the same job; another change, another job, the same value again too."""
     digest = hashlib.sha256(TRIGGER.encode()).hexdigest()
     assert f"{NAME}-m{digest[:9]}" == TRIGGERED
     assert trigger_job_name(NAME, "again") != TRIGGERED
+    names = [trigger_job_name(NAME, b, a) for a, b in ((None, "A"), ("A", "B"), ("B", "A"))]
+    assert len(set(names)) == 3, "A, B, then A again: three jobs"
+
+
+def test_each_change_of_the_trigger_starts_a_job_even_back_to_an_earlier_value() -> None:
+    status = CronStatus(last_schedule_time=TOP)
+    made = []
+    for value in ("A", "B", "A"):
+        plan = planned(cron(after_top(minutes=30), status=status, trigger=value))
+        made += [c.name for c in plan.create]
+        status = replace(plan.status, active=())
+    assert len(made) == len(set(made)) == 3
 
 
 @pytest.mark.parametrize(
@@ -1329,9 +1365,9 @@ def test_a_new_trigger_creates_one_job_now(spec: dict[str, Any], active: int) ->
         last_trigger="an older one",
     )
     inp = respec(cron(after_top(minutes=30), status=status, children=jobs, trigger=TRIGGER), spec)
-    plan = plan_cron_sync(inp)
-    assert plan.create == (JobToCreate(TRIGGERED, None),)
-    assert plan.status.active[-1] == ActiveRef(TRIGGERED, "")
+    plan = planned(inp)
+    assert plan.create == (JobToCreate(TRIGGERED_AFTER, None),)
+    assert plan.status.active[-1] == ActiveRef(TRIGGERED_AFTER, "")
     assert len(plan.status.active) == active + 1
     assert plan.status.last_trigger == TRIGGER
     assert plan.status.last_schedule_time == TOP_OF_THE_HOUR
@@ -1366,7 +1402,7 @@ def test_a_trigger_makes_at_most_one_job(
 ) -> None:
     status = CronStatus(last_schedule_time=TOP, last_trigger=last_trigger)
     inp = cron(after_top(minutes=30), status=status, children=children, trigger=trigger)
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert plan.create == ()
     assert plan.status.active == active
     assert plan.status.last_trigger == TRIGGER
@@ -1374,18 +1410,18 @@ def test_a_trigger_makes_at_most_one_job(
 
 def test_a_trigger_and_a_due_time_in_one_sync_make_two_jobs() -> None:
     status = CronStatus(last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR)
-    plan = plan_cron_sync(cron(JUST_AFTER_THE_HOUR, status=status, trigger=TRIGGER))
+    plan = planned(cron(JUST_AFTER_THE_HOUR, status=status, trigger=TRIGGER))
     assert plan.create == (JobToCreate(get_job_name(NAME, TOP), TOP), JobToCreate(TRIGGERED, None))
     assert [ref.name for ref in plan.status.active] == [get_job_name(NAME, TOP), TRIGGERED]
 
 
 def test_no_trigger_while_the_cron_job_is_deleted() -> None:
-    plan = plan_cron_sync(cron(JUST_AFTER_THE_HOUR, trigger=TRIGGER, deleting=True))
+    plan = planned(cron(JUST_AFTER_THE_HOUR, trigger=TRIGGER, deleting=True))
     assert (plan.create, plan.status.last_trigger, plan.requeue_after) == ((), None, None)
 
 
 def test_record_created_fills_in_the_uid() -> None:
-    plan = plan_cron_sync(cron(JUST_AFTER_THE_HOUR, trigger=TRIGGER))
+    plan = planned(cron(JUST_AFTER_THE_HOUR, trigger=TRIGGER))
     status = record_created(plan.status, TRIGGERED, "uid-9")
     assert ActiveRef(TRIGGERED, "uid-9") in status.active
     assert ActiveRef(TRIGGERED, "") not in status.active
@@ -1405,7 +1441,7 @@ def test_record_created_fills_in_the_uid() -> None:
 def test_the_job_of_the_due_time_exists_already(finished: str | None, active: int) -> None:
     made = child(get_job_name(NAME, TOP), uid="made", finished=finished, start=TOP, finish=TOP)
     status = CronStatus(last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR)
-    plan = plan_cron_sync(cron(JUST_AFTER_THE_HOUR, status=status, children=(made,)))
+    plan = planned(cron(JUST_AFTER_THE_HOUR, status=status, children=(made,)))
     assert plan.create == ()
     assert plan.status.last_schedule_time == TOP
     assert plan.status.active == ((ActiveRef(made.name, "made"),) if active else ())
@@ -1420,11 +1456,38 @@ def test_the_job_of_the_due_time_in_active_already_is_not_made_again() -> None:
     status = CronStatus(
         active=(ActiveRef(made.name, "made"),), last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR
     )
-    plan = plan_cron_sync(cron(JUST_AFTER_THE_HOUR, status=status, children=(made,)))
+    plan = planned(cron(JUST_AFTER_THE_HOUR, status=status, children=(made,)))
     assert (plan.create, plan.events, plan.status.active) == ((), (), status.active)
 
 
 # --- The active list ---------------------------------------------------------------------------
+
+
+def test_a_stranger_or_a_missing_job_asks_for_live_reads_first() -> None:
+    """syncCronJob reads the cron job live before an UnexpectedJob and each missing job
+    before a MissingJob: the first plan asks for those reads and does nothing else."""
+    status = CronStatus(active=(ActiveRef("gone", "gone"),), last_schedule_time=TOP)
+    inp = cron(JUST_AFTER_THE_HOUR, status=status, children=(child("stranger"),))
+    first = plan_cron_sync(inp)
+    assert first.verify == Verify(cron=True, jobs=("gone",))
+    assert (first.create, first.delete, first.events) == ((), (), ())
+    quiet = cron(JUST_AFTER_THE_HOUR, status=CronStatus(last_schedule_time=TOP))
+    assert not plan_cron_sync(quiet).verify, "nothing to read: one plan"
+
+
+def test_an_active_job_the_api_server_still_has_stays_active() -> None:
+    """The job informer lags: the live GET found it, so it is neither missing nor
+    forgotten (Forbid still waits for it)."""
+    status = CronStatus(
+        active=(ActiveRef("slow", "slow"),), last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR
+    )
+    inp = cron(JUST_AFTER_THE_HOUR, status=status, concurrency_policy=F)
+    plan = plan_cron_sync(replace(inp, live_checked=True, found_live=frozenset({"slow"})))
+    assert plan.status.active == status.active
+    assert reasons(plan) == ["JobAlreadyActive"]
+    gone = plan_cron_sync(replace(inp, live_checked=True))
+    assert reasons(gone)[0] == "MissingJob"
+    assert len(gone.create) == 1, "missing for real: the due time runs"
 
 
 def test_reconcile_the_active_list() -> None:
@@ -1452,7 +1515,7 @@ def test_reconcile_the_active_list() -> None:
         successful_jobs_history_limit=None,
         failed_jobs_history_limit=None,
     )
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert [(e.type, e.reason, e.message) for e in plan.events] == [
         ("Normal", "SawCompletedJob", "Saw completed job: done-early, condition: Complete"),
         ("Normal", "SawCompletedJob", "Saw completed job: failed, condition: Failed"),
@@ -1481,7 +1544,7 @@ def test_a_cron_job_being_deleted_only_updates_its_status() -> None:
         deleting=True,
         successful_jobs_history_limit=1,
     )
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert (plan.create, plan.delete, plan.requeue_after) == ((), ("old",), None)
     assert reasons(plan) == [SAW]
     assert plan.status.next_schedule_time is None
@@ -1517,14 +1580,14 @@ def test_history_limits(
         successful_jobs_history_limit=successful,
         failed_jobs_history_limit=failed,
     )
-    assert plan_cron_sync(inp).delete == deleted
+    assert planned(inp).delete == deleted
 
 
 def test_a_job_already_being_deleted_counts_but_is_not_deleted_again() -> None:
     children = finished_jobs("Complete", 3, "ok")
     children = (replace(children[0], deleting=True), *children[1:])
     inp = cron(JUST_BEFORE_THE_HOUR, children=children, successful_jobs_history_limit=1)
-    assert plan_cron_sync(inp).delete == ("ok-1",)
+    assert planned(inp).delete == ("ok-1",)
 
 
 def test_replace_deletes_come_before_the_history_cleanup() -> None:
@@ -1540,7 +1603,7 @@ def test_replace_deletes_come_before_the_history_cleanup() -> None:
         concurrency_policy=R,
         successful_jobs_history_limit=1,
     )
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert plan.delete == ("run", "ok-0")
     assert [ref.name for ref in plan.status.active] == [get_job_name(NAME, TOP)]
 
@@ -1551,7 +1614,7 @@ def test_replace_does_not_delete_a_job_being_deleted_again() -> None:
         active=(ActiveRef("going", "going"),), last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR
     )
     inp = cron(JUST_AFTER_THE_HOUR, status=status, children=(going,), concurrency_policy=R)
-    plan = plan_cron_sync(inp)
+    plan = planned(inp)
     assert (plan.delete, len(plan.create)) == ((), 1)
     assert [ref.name for ref in plan.status.active] == [get_job_name(NAME, TOP)]
 
@@ -1588,7 +1651,7 @@ def test_next_schedule_time_in_the_status(
     schedule: str, time_zone: str | None, now: datetime, last: datetime | None, expected: datetime
 ) -> None:
     status = CronStatus(last_schedule_time=last or now - timedelta(seconds=1))
-    plan = plan_cron_sync(cron(now, schedule, status, time_zone=time_zone))
+    plan = planned(cron(now, schedule, status, time_zone=time_zone))
     assert plan.create == ()
     assert plan.status.next_schedule_time == expected
     assert plan.requeue_after == pytest.approx((expected - now).total_seconds() + 0.1)
@@ -1598,7 +1661,7 @@ def test_the_second_one_oclock_of_the_fall_back_day_runs_too() -> None:
     """An hourly job in New York runs at 01:00 EDT and again at 01:00 EST."""
     first = at("2016-11-06T05:00:00")  # 01:00 EDT
     status = CronStatus(last_schedule_time=first)
-    plan = plan_cron_sync(cron(at("2016-11-06T06:00:01"), "0 * * * *", status, time_zone=NEW_YORK))
+    plan = planned(cron(at("2016-11-06T06:00:01"), "0 * * * *", status, time_zone=NEW_YORK))
     (create,) = plan.create
     assert create.scheduled_time == at("2016-11-06T06:00:00")
     assert scheduled_timestamp_annotation(at("2016-11-06T06:00:00"), NEW_YORK) == (
@@ -1618,14 +1681,14 @@ def test_the_second_one_oclock_of_the_fall_back_day_runs_too() -> None:
 )
 def test_no_next_schedule_time_and_no_requeue(spec: dict[str, Any], reason: str | None) -> None:
     status = CronStatus(last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR, next_schedule_time=TOP)
-    plan = plan_cron_sync(respec(cron(JUST_AFTER_THE_HOUR, status=status), spec))
+    plan = planned(respec(cron(JUST_AFTER_THE_HOUR, status=status), spec))
     assert (plan.create, plan.requeue_after, plan.status.next_schedule_time) == ((), None, None)
     assert reasons(plan) == ([] if reason is None else [reason])
 
 
 def test_invalid_schedule_message() -> None:
     status = CronStatus(last_schedule_time=JUST_AFTER_THE_PRIOR_HOUR)
-    plan = plan_cron_sync(cron(after_top(days=400), "59 23 31 2 *", status))
+    plan = planned(cron(after_top(days=400), "59 23 31 2 *", status))
     (event,) = plan.events
     assert (event.type, event.message) == (
         "Warning",
@@ -1642,7 +1705,7 @@ def test_times_in_any_zone_are_compared_as_instants() -> None:
     last = at("2016-11-06T05:00:00").astimezone(ny)  # 01:00 EDT (fold 0)
     now = at("2016-11-06T06:00:01").astimezone(ny)  # 01:00:01 EST (fold 1)
     status = CronStatus(last_schedule_time=last)
-    plan = plan_cron_sync(cron(now, "0 * * * *", status, created=last, time_zone=NEW_YORK))
+    plan = planned(cron(now, "0 * * * *", status, created=last, time_zone=NEW_YORK))
     assert [c.scheduled_time for c in plan.create] == [at("2016-11-06T06:00:00")]
     assert plan.status.last_schedule_time == at("2016-11-06T06:00:00")
     assert plan.status.last_schedule_time is not None

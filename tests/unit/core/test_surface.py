@@ -96,6 +96,9 @@ SURFACE = {
     "cron_input",
     "cron_owner_uid",
     "cron_status_to_dict",
+    "cron_path",
+    "controlled_by",
+    "COND_INVALID_SCHEDULE",
     "schedule_conditions",
 }
 

@@ -9,7 +9,8 @@ from dataclasses import replace
 
 from paralleljob.config import ControllerConfig
 from paralleljob.core.model import PodInfo
-from paralleljob.shell.controller import CacheSync, Controller
+from paralleljob.shell.controller import Controller
+from paralleljob.shell.subscribers import CacheSync
 
 from ..fake_api import Call, FakeApi, FakeRecorder
 from .support import JOB, REFUSED, until

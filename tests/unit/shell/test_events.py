@@ -115,3 +115,17 @@ def test_an_event_waits_while_the_rate_limited_client_is_busy() -> None:
         assert [e["message"] for e in sink.events] == ["Created pod: a"]
 
     asyncio.run(post())
+
+
+def test_a_repeated_event_patches_the_count_of_the_one_posted() -> None:
+    async def post() -> list[JsonDict]:
+        sink = FakeApi(SINK_JOB)
+        recorder = EventRecorder(sink, workers=1)
+        for _ in range(3):
+            recorder.record(JOB, "Normal", "JobAlreadyActive", "waiting")
+        await _calls(sink, 3)
+        await recorder.close()
+        return sink.events
+
+    [event] = asyncio.run(post())
+    assert (event["reason"], event["count"]) == ("JobAlreadyActive", 3)
