@@ -3,6 +3,7 @@
 
     python3 hack/layers.py           the layers: modules and lines per layer, the imports
                                      that cross layers, the longest class and function
+    python3 hack/layers.py --docs    both written into docs/design.md's generated blocks
     python3 hack/layers.py --trace   one pod event's way from the pod informer's handler
                                      to the first API write: the calls on the stack
                                      where the event is queued, those where the write
@@ -123,6 +124,52 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def longest_chain(graph: dict[str, set[str]], prefix: str) -> list[str]:
+    """The longest import chain among the modules named ``prefix``... (the graph has no
+    cycle: the layer test holds it to that)."""
+    inside = {m: {d for d in deps if d.startswith(prefix)} for m, deps in graph.items()}
+    best: dict[str, list[str]] = {}
+
+    def chain(module: str) -> list[str]:
+        if module not in best:
+            tails = [chain(d) for d in sorted(inside.get(module, ()))]
+            best[module] = [module, *max(tails, key=len, default=[])]
+        return best[module]
+
+    return max((chain(m) for m in sorted(inside) if m.startswith(prefix)), key=len, default=[])
+
+
+def around_the_facade(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
+    """(importer, core module) for each import of a core module other than the core's
+    facade (``paralleljob.core``) from outside the core."""
+    return sorted(
+        (module, target)
+        for module, deps in graph.items()
+        if layer_of(module) != "core"
+        for target in deps
+        if layer_of(target) == "core" and target != "paralleljob.core"
+    )
+
+
+def layer_table() -> list[str]:
+    """The layers' figures as docs/design.md shows them (a markdown table)."""
+    per_layer: Counter[str] = Counter()
+    lines: Counter[str] = Counter()
+    for path in PACKAGE.rglob("*.py"):
+        layer = layer_of(module_name(path))
+        per_layer[layer] += 1
+        lines[layer] += path.read_text().count("\n")
+    names = {
+        "core": "core",
+        "shell": "shell",
+        "wiring": "wiring (`handlers.py`, `cli.py`, the package)",
+        "leaves": "leaves",
+        "worker": "worker (`paralleljob-worker`)",
+    }
+    rows = [f"| {names[x]} | {per_layer[x]} | {lines[x]:,} |" for x in names]
+    return ["| layer | modules | lines |", "| --- | --- | --- |", *rows]
+
+
 def _size(node: ast.stmt) -> int:
     return (node.end_lineno or node.lineno) - node.lineno + 1
 
@@ -154,10 +201,16 @@ def static_report() -> None:
     print("\nimports across layers (from -> to: count)")
     for (src, dst), count in sorted(crossings.items()):
         print(f"  {src} -> {dst}: {count}")
-    found = cycles(import_graph())
+    graph = import_graph()
+    found = cycles(graph)
     print("\nimport cycles: " + ("none" if not found else ""))
     for cycle in found:
         print("  " + " <-> ".join(cycle))
+    chain = longest_chain(graph, "paralleljob.shell")
+    shown = " -> ".join(m.rsplit(".", 1)[1] for m in chain)
+    print(f"\nlongest import chain in the shell: {len(chain)} modules ({shown})")
+    print(f"imports of the core around its facade: {len(around_the_facade(graph))}")
+    print("\nas docs/design.md shows them:\n" + "\n".join(layer_table()))
     print(f"\nlongest class:    {longest_class.name} ({longest_class.lines} lines)")
     print(f"longest function: {longest_function.name} ({longest_function.lines} lines)")
 
@@ -354,11 +407,33 @@ async def _until(condition: Any, timeout: float = 10.0) -> None:
             await asyncio.sleep(0.001)
 
 
+def _replace_block(text: str, begin: str, end: str, lines: list[str]) -> str:
+    head, rest = text.split(begin + "\n", 1)
+    _, tail = rest.split("\n" + end, 1)
+    return head + begin + "\n" + "\n".join(lines) + "\n" + end + tail
+
+
+def write_docs() -> None:
+    """docs/design.md's generated blocks: the layer table and the traced pod event."""
+    design = REPO / "docs" / "design.md"
+    text = _replace_block(
+        design.read_text(), "<!-- BEGIN make layers -->", "<!-- END make layers -->", layer_table()
+    )
+    trace = ["```", *traced_path().lines(), "```"]
+    text = _replace_block(
+        text, "<!-- BEGIN make layers --trace -->", "<!-- END make layers --trace -->", trace
+    )
+    design.write_text(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", action="store_true", help="trace one pod event")
+    parser.add_argument("--docs", action="store_true", help="write both into docs/design.md")
     args = parser.parse_args()
-    if args.trace:
+    if args.docs:
+        write_docs()
+    elif args.trace:
         trace_report()
     else:
         static_report()

@@ -6,11 +6,17 @@
 - A leaf imports nothing of the package but other leaves.
 - No import cycle among the package's modules (hack/layers.py finds them).
 - Only the shell, the kopf wiring (handlers.py, cli.py) and the worker import an I/O library.
+- The caches import no controller, even through another module: informers publish, the
+  controllers subscribe (shell/subscribers.py).
+- Outside the core, the core is imported through its facade (``paralleljob.core``) only.
+- No import chain in the shell is longer than 6 modules.
+- docs/design.md's layer figures are what hack/layers.py prints.
 """
 
 from __future__ import annotations
 
 import ast
+import itertools
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +25,14 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "operator" / "paralleljob"
 sys.path.insert(0, str(PACKAGE.parents[1] / "hack"))
-from layers import cycles, import_graph, traced_path  # noqa: E402
+from layers import (  # noqa: E402
+    around_the_facade,
+    cycles,
+    import_graph,
+    layer_table,
+    longest_chain,
+    traced_path,
+)
 
 LEAVES = {"paralleljob.constants", "paralleljob.json_types", "paralleljob.timeutil"}
 IO_LIBRARIES = {"asyncio", "aiohttp", "kopf", "kubernetes", "prometheus_client", "redis"}
@@ -205,3 +218,74 @@ def test_the_i_o_check_sees_a_module_outside_the_shell() -> None:
         "paralleljob.core.sync": {"dataclasses"},
     }
     assert io_outside_the_shell(modules) == ["paralleljob.caches"]
+
+
+#: The controllers: what the caches feed through the subscriber protocols, never import.
+CONTROLLERS = {
+    "paralleljob.shell.controller",
+    "paralleljob.shell.cron_controller",
+    "paralleljob.shell.job_loops",
+    "paralleljob.shell.job_sync",
+    "paralleljob.shell.sync_loops",
+}
+#: The longest import chain the shell may have, in modules.
+MAX_SHELL_CHAIN = 6
+
+
+def reached(graph: dict[str, set[str]], start: str) -> set[str]:
+    """Every module ``start`` imports, directly or through others."""
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for target in graph.get(todo.pop(), ()):
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
+
+
+def test_the_caches_import_no_controller() -> None:
+    graph = import_graph()
+    assert "paralleljob.shell.subscribers" in reached(graph, "paralleljob.shell.caches")
+    assert sorted(reached(graph, "paralleljob.shell.caches") & CONTROLLERS) == []
+
+
+def test_the_controller_check_sees_one_imported_on_the_way() -> None:
+    graph = {
+        "paralleljob.shell.caches": {"paralleljob.shell.job_records"},
+        "paralleljob.shell.job_records": {"paralleljob.shell.controller"},
+    }
+    found = reached(graph, "paralleljob.shell.caches") & CONTROLLERS
+    assert found == {"paralleljob.shell.controller"}
+
+
+def test_the_core_is_imported_through_its_facade() -> None:
+    assert around_the_facade(import_graph()) == []
+
+
+def test_the_facade_check_sees_an_import_around_it() -> None:
+    graph = {
+        "paralleljob.shell.kube": {"paralleljob.core", "paralleljob.core.kind"},
+        "paralleljob.core.sync": {"paralleljob.core.model"},
+    }
+    assert around_the_facade(graph) == [("paralleljob.shell.kube", "paralleljob.core.kind")]
+
+
+def test_no_import_chain_in_the_shell_is_long() -> None:
+    chain = longest_chain(import_graph(), "paralleljob.shell")
+    assert 1 < len(chain) <= MAX_SHELL_CHAIN, " -> ".join(chain)
+
+
+def test_the_chain_check_sees_a_long_chain() -> None:
+    names = [f"paralleljob.shell.m{i}" for i in range(MAX_SHELL_CHAIN + 1)]
+    graph = {a: {b} for a, b in itertools.pairwise(names)}
+    graph[names[0]].add("paralleljob.core")
+    assert longest_chain(graph, "paralleljob.shell") == names
+
+
+def test_the_design_s_layer_figures_are_the_script_s() -> None:
+    """docs/design.md's table is generated (python3 hack/layers.py --docs writes it)."""
+    design = (PACKAGE.parents[1] / "docs" / "design.md").read_text()
+    block = design.split("<!-- BEGIN make layers -->\n", 1)[1]
+    block = block.split("\n<!-- END make layers -->", 1)[0]
+    assert block.splitlines() == layer_table()

@@ -81,6 +81,7 @@ from .sync import (
     sync_context,
     track,
 )
+from .versions import version_number
 
 #: What the shell calls: one sync's steps and their values, the job and its pods as
 #: values and their parsers, the kinds of job, spec.managedBy, the pod bodies, the
@@ -158,5 +159,6 @@ __all__ = [
     "status_to_dict",
     "sync_context",
     "track",
+    "version_number",
     "yield_window",
 ]

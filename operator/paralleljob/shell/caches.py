@@ -43,15 +43,16 @@ from ..core import (
     kind_of_pod,
     parse_pod,
     pods_path,
+    version_number,
 )
 from ..json_types import JsonDict
 from .consistency import JOBS, PODS, CacheVersion
 from .cron_children import CronChildren
 from .fence import WriteFence
 from .gc_pauses import bound_full_collections, freeze_until_quiet
-from .informer import Informer, KubeListWatch, version_number
+from .informer import Informer
 from .job_records import CachedJob, job_record, start_recorded_jobs
-from .kube import Kube, load_configuration, user_agent
+from .kube import Kube, KubeListWatch, load_configuration, user_agent
 from .pod_cache import PodCache
 from .subscribers import CacheSync, CronSubscriber, JobSubscriber
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..core.model import PodInfo
+from ..core import PodInfo
 from ..json_types import JsonDict
 from .api import ApiError, PodControl
 from .consistency import PODS

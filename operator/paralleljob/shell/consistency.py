@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .informer import version_number
+from ..core import version_number
 from .retry import Retry
 
 #: The resources whose writes are recorded (the informers' and the metric's names).

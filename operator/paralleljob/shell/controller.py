@@ -20,9 +20,7 @@ from typing import Any
 
 from .. import constants as c
 from ..config import ControllerConfig
-from ..core.kind import PARALLELJOB, JobKind
-from ..core.managed_by import managed_by_external_controller
-from ..core.model import PodInfo
+from ..core import PARALLELJOB, JobKind, PodInfo, managed_by_external_controller
 from . import metrics
 from .api import ControllerApi
 from .claims import PodsOf

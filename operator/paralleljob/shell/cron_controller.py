@@ -43,12 +43,12 @@ from ..core import (
     plan_cron_sync,
     record_created,
     schedule_conditions,
+    version_number,
 )
 from ..json_types import JsonDict
 from .api import ApiError, CronControl
 from .cron_children import CronChildren
 from .events import JobRef, Recorder
-from .informer import version_number
 from .sync_loops import SyncLoops
 
 log = logging.getLogger(__name__)

@@ -39,7 +39,7 @@ from datetime import UTC, datetime
 from typing import Protocol, TypeVar
 
 from ..config import LeaderElectionConfig
-from ..core.lease import (
+from ..core import (
     LeaseRecord,
     Observation,
     claim,

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..core.model import PodInfo
+from ..core import PodInfo
 
 #: upstream ExpectationsTimeout: forget unobserved creations/deletions after 5 minutes
 #: (a pod lost to the cache must not hold its job back for ever; one created too many is

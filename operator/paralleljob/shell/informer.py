@@ -34,14 +34,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from ..core import version_number
 from ..json_types import JsonDict
 from .api import ApiError
 from .retry import Retry
-
-if TYPE_CHECKING:
-    from .kube import Kube
 
 log = logging.getLogger(__name__)
 
@@ -71,17 +69,6 @@ CATCH_UP_WATCH_SECONDS = 3
 CATCH_UP_RELIST_SECONDS = 20.0
 
 
-def version_number(resource_version: str) -> int | None:
-    """A resourceVersion as the number it is on every API server backed by etcd (the
-    1.35 apimachinery's CompareResourceVersion reads it so); None for anything else, with
-    which the caller fails open, as upstream's consistency checks do."""
-    try:
-        number = int(resource_version)
-    except ValueError:
-        return None
-    return number if number > 0 else None
-
-
 class Expired(Exception):
     """The resourceVersion watched from, or a list's continue token, is too old."""
 
@@ -92,20 +79,6 @@ class ListWatch(Protocol):
     async def list_page(self, query: list[tuple[str, str]]) -> JsonDict: ...
 
     def watch(self, query: list[tuple[str, str]]) -> AsyncIterator[JsonDict]: ...
-
-
-class KubeListWatch:
-    """A resource's list and watch through the operator's client."""
-
-    def __init__(self, kube: Kube, path: str) -> None:
-        self._kube = kube
-        self._path = path
-
-    async def list_page(self, query: list[tuple[str, str]]) -> JsonDict:
-        return await self._kube.request("GET", self._path, query=query)
-
-    def watch(self, query: list[tuple[str, str]]) -> AsyncIterator[JsonDict]:
-        return self._kube.watch(self._path, query)
 
 
 class Informer(Generic[T]):

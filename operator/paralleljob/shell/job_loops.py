@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Protocol
 
 from ..config import ControllerConfig
-from ..core.model import PodInfo
+from ..core import PodInfo
 from .api import ApiError
 from .progress import LoopClock
 from .retry import Retry

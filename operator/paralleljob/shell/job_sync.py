@@ -11,16 +11,17 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from ..config import ControllerConfig
-from ..core.managed_by import managed_by_external_controller
-from ..core.model import JobStatus, PodInfo
-from ..core.sync import (
+from ..core import (
     Event,
+    JobStatus,
+    PodInfo,
     PodOutcome,
     PodPlan,
     SyncContext,
     SyncInput,
     SyncResult,
     count_and_enact,
+    managed_by_external_controller,
     plan_pods,
     sync_context,
     track,

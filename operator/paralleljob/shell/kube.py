@@ -350,3 +350,18 @@ class Kube:
     async def patch_event(self, namespace: str, name: str, patch: JsonDict) -> None:
         path = f"/api/v1/namespaces/{namespace}/events/{name}"
         await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+
+
+class KubeListWatch:
+    """A resource's list and watch through the operator's client (an informer's
+    source: informer.ListWatch)."""
+
+    def __init__(self, kube: Kube, path: str) -> None:
+        self._kube = kube
+        self._path = path
+
+    async def list_page(self, query: list[tuple[str, str]]) -> JsonDict:
+        return await self._kube.request("GET", self._path, query=query)
+
+    def watch(self, query: list[tuple[str, str]]) -> AsyncIterator[JsonDict]:
+        return self._kube.watch(self._path, query)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from ..core.lease import LeaseRecord, record_of, spec_of
+from ..core import LeaseRecord, record_of, spec_of
 from ..json_types import JsonDict
 from .api import ApiError
 from .kube import Kube

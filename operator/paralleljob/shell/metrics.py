@@ -22,8 +22,13 @@ from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.aiohttp import make_aiohttp_handler
 
 from .. import constants as c
-from ..core.intervals import intervals_total, parse_indexes_from_string
-from ..core.model import POD_REPLACEMENT_FAILED, JobSpec, JobStatus
+from ..core import (
+    POD_REPLACEMENT_FAILED,
+    JobSpec,
+    JobStatus,
+    intervals_total,
+    parse_indexes_from_string,
+)
 
 PREFIX = "paralleljob_controller"
 

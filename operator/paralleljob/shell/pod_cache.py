@@ -4,7 +4,7 @@ look at it (ref_manager.candidate_jobs: the job its label names and its controll
 
 from __future__ import annotations
 
-from ..core.model import PodInfo
+from ..core import PodInfo
 from .ref_manager import candidate_jobs
 
 

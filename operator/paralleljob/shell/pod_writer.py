@@ -11,9 +11,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from ..config import ControllerConfig
-from ..core.model import Condition, PodInfo, condition_to_dict
-from ..core.pods import new_pod_bodies
-from ..core.sync import PodOutcome, PodPlan
+from ..core import Condition, PodInfo, PodOutcome, PodPlan, condition_to_dict, new_pod_bodies
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError, PodControl

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..core.model import PodInfo
+from ..core import PodInfo
 
 
 @dataclass(frozen=True)

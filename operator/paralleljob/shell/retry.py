@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.backoff import delay_seconds
+from ..core import delay_seconds
 
 
 @dataclass

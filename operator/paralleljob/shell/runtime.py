@@ -21,8 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
-from ..core.kind import PARALLELJOB, JobKind
-from ..core.model import Job, JobStatus, parse_job
+from ..core import PARALLELJOB, Job, JobKind, JobStatus, parse_job
 from ..json_types import JsonDict
 from .consistency import WrittenVersions
 from .events import JobRef

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..core.model import JobStatus
+from ..core import JobStatus
 
 
 def progress_only(current: JobStatus, wanted: JobStatus) -> bool:

@@ -11,13 +11,13 @@ from dataclasses import replace
 
 from .. import constants as c
 from ..config import ControllerConfig
-from ..core.model import (
+from ..core import (
     INDEXED_COMPLETION,
     NON_INDEXED_COMPLETION,
     JobStatus,
+    SyncResult,
     is_finished,
 )
-from ..core.sync import SyncResult
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError, ControllerApi

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from paralleljob.core import version_number
 from paralleljob.shell.api import ApiError
-from paralleljob.shell.informer import Informer, version_number
+from paralleljob.shell.informer import Informer
 
 Change = tuple[str | None, str | None, bool]
 
