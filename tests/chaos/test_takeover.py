@@ -106,8 +106,8 @@ def test_one_replica_opens_one_watch_per_kind(
     """Counted in the API server's audit log: the watches the audited operator opened in
     its namespace, by resource, while it ran a job (a watch ends after 5 minutes, so
     each is opened once in this time). Before issue 34, kopf watched every kind of job
-    beside the operator's informers: two per kind of job. ParallelCronJobs are kopf's
-    one watch of that kind; their ParallelJobs come from the ParallelJob informer."""
+    beside the operator's informers: two per kind of job; until issue 43 it watched the
+    ParallelCronJobs. Now every watch is an informer's, and kopf opens none."""
     kubeconfig = _audited_kubeconfig(tmp_path / "audited.kubeconfig")
     cursor = audit.AuditCursor(AUDIT_LOG)
     op = Operator(namespace, tmp_path, operator_env(KUBECONFIG=str(kubeconfig)))
@@ -118,13 +118,14 @@ def test_one_replica_opens_one_watch_per_kind(
     finally:
         cleanup(op, namespace)
         op.stop()
-    opened = Counter(
-        e["objectRef"]["resource"]
-        for e in _audited(cursor, namespace, stage="ResponseStarted")
-        if e["verb"] == "watch"
-    )
+    watches = [
+        e for e in _audited(cursor, namespace, stage="ResponseStarted") if e["verb"] == "watch"
+    ]
+    opened = Counter(e["objectRef"]["resource"] for e in watches)
     print(f"\nwatches opened by one replica: {dict(opened)}")
     assert opened == {"pods": 1, "paralleljobs": 1, "jobs": 1, "parallelcronjobs": 1}, opened
+    by_kopf = [e["objectRef"]["resource"] for e in watches if "kopf" in e.get("userAgent", "")]
+    assert by_kopf == [], "kopf watches no resource"
 
 
 def _identity(op: Operator) -> str:
