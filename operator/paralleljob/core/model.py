@@ -771,3 +771,9 @@ def is_finished(status: JobStatus) -> bool:
     return has_true_condition(status.conditions, c.COND_COMPLETE) or has_true_condition(
         status.conditions, c.COND_FAILED
     )
+
+
+def candidate_jobs(pod: PodInfo) -> set[str]:
+    """The jobs that must look at this pod: the one its label names and the one that
+    controls it (the pod index's keys)."""
+    return {uid for uid in (pod.label_uid, pod.controller_uid) if uid}

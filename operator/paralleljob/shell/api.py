@@ -45,6 +45,13 @@ class ApiError(Exception):
         return any(isinstance(x, Mapping) and x.get("reason") == cause_type for x in (causes or []))
 
 
+class Fence(Protocol):
+    """What the client asks last before each write under a leader election (the
+    election's WriteFence): raises ApiError when this process may not write now."""
+
+    def check(self, method: str, path: str) -> None: ...
+
+
 class PodControl(Protocol):
     """controller.PodControlInterface: the writes to a job's pods."""
 

@@ -46,9 +46,9 @@ from ..core import (
     version_number,
 )
 from ..json_types import JsonDict
+from .api import Fence
 from .consistency import JOBS, PODS, CacheVersion
 from .cron_children import CronChildren
-from .fence import WriteFence
 from .gc_pauses import bound_full_collections, freeze_until_quiet
 from .informer import Informer
 from .job_records import CachedJob, job_record, start_recorded_jobs
@@ -148,7 +148,7 @@ class Caches:
         ]
 
     @classmethod
-    async def open(cls, config: OperatorConfig, fence: WriteFence | None = None) -> Caches:
+    async def open(cls, config: OperatorConfig, fence: Fence | None = None) -> Caches:
         """Caches on a client of their own, by the operator's API settings (once per
         process: what they and the controllers build is what the GC must not pause the
         event loop over, gc_pauses.py). ``fence``: under a leader election, what each

@@ -20,7 +20,7 @@ from typing import Any
 
 from .. import constants as c
 from ..config import ControllerConfig
-from ..core import PARALLELJOB, JobKind, PodInfo, managed_by_external_controller
+from ..core import PARALLELJOB, JobKind, PodInfo, candidate_jobs, managed_by_external_controller
 from . import metrics
 from .api import ControllerApi
 from .claims import PodsOf
@@ -30,7 +30,6 @@ from .job_loops import JobLoops, loop_clock, pending_since
 from .job_sync import REAL_CLOCK, Clock, JobSync
 from .pod_writer import PodWriter
 from .progress import Stall, stalls
-from .ref_manager import candidate_jobs
 from .runtime import JobRuntime
 from .status_writer import StatusWriter
 from .subscribers import CacheSync, Release

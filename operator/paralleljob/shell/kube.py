@@ -25,7 +25,7 @@ from ..core import PARALLELJOB, JobKind, cron_path
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
-from .fence import WriteFence
+from .api import Fence
 from .ratelimit import TokenBucket
 
 log = logging.getLogger(__name__)
@@ -120,7 +120,7 @@ class Kube:
         qps: float = 0.0,
         burst: int = 1,
         kind: JobKind = PARALLELJOB,
-        fence: WriteFence | None = None,
+        fence: Fence | None = None,
         user_agent: str = USER_AGENT,
     ) -> None:
         #: The kind whose jobs the job calls address, and whose finalizer the pod

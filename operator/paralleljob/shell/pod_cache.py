@@ -1,11 +1,10 @@
 """The pods by their jobs' uids: the index a job's sync reads (claims.PodsOf), kept
 from the pod informer's changes (informer.py). A pod is filed under every job that must
-look at it (ref_manager.candidate_jobs: the job its label names and its controller)."""
+look at it (core's candidate_jobs: the job its label names and its controller)."""
 
 from __future__ import annotations
 
-from ..core import PodInfo
-from .ref_manager import candidate_jobs
+from ..core import PodInfo, candidate_jobs
 
 
 class PodCache:

@@ -54,9 +54,3 @@ def _adoptable(pod: PodInfo, job_uid: str, namespace: str, job_deleting: bool) -
         and not pod.deleting
         and pod.namespace == namespace
     )
-
-
-def candidate_jobs(pod: PodInfo) -> set[str]:
-    """The jobs that must look at this pod: the one its label names and the one that
-    controls it (the pod index's keys)."""
-    return {uid for uid in (pod.label_uid, pod.controller_uid) if uid}

@@ -19,36 +19,20 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Final
+from typing import Any
 
 from ..core import PARALLELJOB, Job, JobKind, JobStatus, parse_job
 from ..json_types import JsonDict
 from .consistency import WrittenVersions
 from .events import JobRef
 from .expectations import UIDTrackingExpectations
+from .job_records import compact_metadata
 from .retry import Retry
 
 #: The metadata of a job the operator reads: parse_job's (name, namespace, uid,
 #: generation, resourceVersion, deletionTimestamp), the pods it builds (name, namespace,
 #: uid), the precondition of its writes (resourceVersion). Not kept: managedFields,
 #: labels, annotations (kubectl's last-applied-configuration), owner references.
-KEPT_METADATA: Final = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "deletionTimestamp",
-)
-
-
-def compact_metadata(meta: Mapping[str, Any]) -> JsonDict:
-    """What a runtime keeps of a job's metadata: the fields of :data:`KEPT_METADATA`."""
-    kept: JsonDict = {key: meta[key] for key in KEPT_METADATA if key in meta}
-    namespace = kept.get("namespace")
-    if isinstance(namespace, str):
-        kept["namespace"] = sys.intern(namespace)  # one string for a namespace's jobs
-    return kept
 
 
 def _text(value: object) -> str:

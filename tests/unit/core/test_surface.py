@@ -97,6 +97,7 @@ SURFACE = {
     "cron_owner_uid",
     "cron_status_to_dict",
     "cron_path",
+    "candidate_jobs",
     "version_number",
     "controlled_by",
     "COND_INVALID_SCHEDULE",

@@ -9,9 +9,10 @@ from dataclasses import replace
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.core import candidate_jobs
 from paralleljob.core.model import JobSpec, PodInfo
 from paralleljob.shell.api import ApiError
-from paralleljob.shell.ref_manager import Claims, candidate_jobs, claim_pods
+from paralleljob.shell.ref_manager import Claims, claim_pods
 
 from ..sim import Sim
 
