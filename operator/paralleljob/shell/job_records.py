@@ -9,32 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Iterable, Mapping
-from typing import Any, Final, NamedTuple
+from typing import Any, NamedTuple
 
-from ..json_types import JsonDict
 from .informer import Informer
+from .metadata import compact_metadata
 from .subscribers import JobSubscriber
-
-#: What a runtime (runtime.py) and a record keep of a job's metadata.
-KEPT_METADATA: Final = (
-    "name",
-    "namespace",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "deletionTimestamp",
-)
-
-
-def compact_metadata(meta: Mapping[str, Any]) -> JsonDict:
-    """What a runtime keeps of a job's metadata: the fields of :data:`KEPT_METADATA`."""
-    kept: JsonDict = {key: meta[key] for key in KEPT_METADATA if key in meta}
-    namespace = kept.get("namespace")
-    if isinstance(namespace, str):
-        kept["namespace"] = sys.intern(namespace)  # one string for a namespace's jobs
-    return kept
 
 
 class CachedJob(NamedTuple):

@@ -26,7 +26,7 @@ from ..json_types import JsonDict
 from .consistency import WrittenVersions
 from .events import JobRef
 from .expectations import UIDTrackingExpectations
-from .job_records import compact_metadata
+from .metadata import compact_metadata
 from .retry import Retry
 
 #: The metadata of a job the operator reads: parse_job's (name, namespace, uid,
