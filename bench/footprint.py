@@ -25,9 +25,9 @@ from dataclasses import replace
 from typing import Any
 
 from paralleljob.config import ControllerConfig
-from paralleljob.core.sync import SyncResult
-from paralleljob.shell.runtime import JobRuntime
-from paralleljob.shell.status_writer import StatusWriter
+from paralleljob.core.job.sync import SyncResult
+from paralleljob.jobs.job_runtime import JobRuntime
+from paralleljob.jobs.status_writer import StatusWriter
 from tests.support import footprint as bodies
 
 

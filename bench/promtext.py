@@ -2,7 +2,7 @@
 format: samples by name and labels, sums, and histograms and what their buckets say of
 the longest observation (a histogram keeps no maximum). Pure.
 
-The operator's pause histograms (operator/paralleljob/shell/metrics.py) are named here
+The operator's pause histograms (operator/paralleljob/runtime/metrics.py) are named here
 for both benchmarks that scrape them: scenario 8 (curve.py) and the scale harness
 (scale/run.py)."""
 

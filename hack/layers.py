@@ -32,9 +32,16 @@ PACKAGE = REPO / "operator" / "paralleljob"
 LEAVES = ("constants", "json_types", "timeutil", "config")
 
 
+#: The shell's packages, by domain: the runtime every kind runs on, leader election,
+#: and the two kinds' controllers.
+SHELL = ("runtime", "election", "jobs", "cron")
+
+
 def layer_of(module: str) -> str:
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in ("core", "shell", "worker"):
+    if len(parts) > 1 and parts[1] in SHELL:
+        return "shell"
+    if len(parts) > 1 and parts[1] in ("core", "worker"):
         return parts[1]
     if len(parts) > 1 and parts[1] in LEAVES:
         return "leaves"
@@ -124,10 +131,14 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
-def longest_chain(graph: dict[str, set[str]], prefix: str) -> list[str]:
-    """The longest import chain among the modules named ``prefix``... (the graph has no
-    cycle: the layer test holds it to that)."""
-    inside = {m: {d for d in deps if d.startswith(prefix)} for m, deps in graph.items()}
+def longest_chain(graph: dict[str, set[str]], layer: str) -> list[str]:
+    """The longest import chain among the modules of ``layer`` (the graph has no cycle:
+    the layer test holds it to that)."""
+    inside = {
+        m: {d for d in deps if layer_of(d) == layer}
+        for m, deps in graph.items()
+        if layer_of(m) == layer
+    }
     best: dict[str, list[str]] = {}
 
     def chain(module: str) -> list[str]:
@@ -136,7 +147,7 @@ def longest_chain(graph: dict[str, set[str]], prefix: str) -> list[str]:
             best[module] = [module, *max(tails, key=len, default=[])]
         return best[module]
 
-    return max((chain(m) for m in sorted(inside) if m.startswith(prefix)), key=len, default=[])
+    return max((chain(m) for m in sorted(inside)), key=len, default=[])
 
 
 def around_the_facade(graph: dict[str, set[str]]) -> list[tuple[str, str]]:
@@ -206,8 +217,8 @@ def static_report() -> None:
     print("\nimport cycles: " + ("none" if not found else ""))
     for cycle in found:
         print("  " + " <-> ".join(cycle))
-    chain = longest_chain(graph, "paralleljob.shell")
-    shown = " -> ".join(m.rsplit(".", 1)[1] for m in chain)
+    chain = longest_chain(graph, "shell")
+    shown = " -> ".join(m.removeprefix("paralleljob.") for m in chain)
     print(f"\nlongest import chain in the shell: {len(chain)} modules ({shown})")
     print(f"imports of the core around its facade: {len(around_the_facade(graph))}")
     print("\nas docs/design.md shows them:\n" + "\n".join(layer_table()))
@@ -287,10 +298,10 @@ def _stack(frame: FrameType | None) -> list[FrameType]:
 async def _trace(fake_api: Any, fake_recorder: Any) -> Path_:
     from paralleljob import constants as c
     from paralleljob.config import MANAGE_JOBS_OFF, ControllerConfig, OperatorConfig
-    from paralleljob.core.kind import PARALLELJOB
-    from paralleljob.core.model import parse_pod
-    from paralleljob.shell.caches import Caches
-    from paralleljob.shell.controller import Controller
+    from paralleljob.core.job.kind import PARALLELJOB
+    from paralleljob.core.job.model import parse_pod
+    from paralleljob.jobs.controller import Controller
+    from paralleljob.runtime.caches import Caches
 
     job = {
         "apiVersion": c.API_VERSION,
@@ -338,7 +349,7 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> Path_:
         caller = str(frame.f_back.f_globals.get("__name__", "")) if frame.f_back else ""
         if callee == "tests.unit.fake_api" and frame.f_code.co_name in WRITES:
             written.extend([*logical(_stack(frame.f_back)), frame])
-        elif callee == "paralleljob.shell.work_queue" and frame.f_code.co_name == "add":
+        elif callee == "paralleljob.runtime.work_queue" and frame.f_code.co_name == "add":
             handed[:] = handed or _stack(frame)
         elif frame.f_code.co_name in SPAWNS and caller.startswith(PREFIX):
             spawner[:] = logical(_stack(frame.f_back))
@@ -346,7 +357,7 @@ async def _trace(fake_api: Any, fake_recorder: Any) -> Path_:
             spawned_by[id(frame)] = (frame, list(spawner))
         name = frame.f_code.co_qualname
         public = not name.startswith("_") and "<" not in name and "." not in name
-        into = callee.startswith("paralleljob.core") and caller.startswith("paralleljob.shell")
+        into = callee.startswith("paralleljob.core") and layer_of(caller) == "shell"
         if into and public:
             stack = logical(_stack(frame.f_back))
             into_core.append(({id(f) for f in stack}, _call(frame)))

@@ -36,7 +36,7 @@ _STDLIB = sysconfig.get_paths()["stdlib"]
 
 
 def package_of(filename: str) -> str:
-    """The package a source file belongs to: kopf, aiohttp, paralleljob.shell, json,
+    """The package a source file belongs to: kopf, aiohttp, paralleljob.runtime, json,
     asyncio... (the first directory below site-packages, the package path for the
     operator's own modules, the module for the standard library)."""
     path = filename.replace(os.sep, "/")

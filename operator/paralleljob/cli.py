@@ -5,8 +5,8 @@ installed, that every namespace it is told to watch exists and (with leader elec
 that the Lease's namespace exists and its Lease can be read; any of these failing prints
 one line to stderr and exits with status 1. With leader election (the default, as
 kube-controller-manager's ``--leader-elect``) it stands by until it holds the Lease
-(shell/standby.py) and exits with status 1 when it loses it. A standby lists and watches the
-pods and which jobs exist while it stands by (shell/caches.py), so that it takes over with
+(election/standby.py) and exits with status 1 when it loses it. A standby lists and watches the
+pods and which jobs exist while it stands by (runtime/caches.py), so that it takes over with
 its caches in sync.
 """
 
@@ -37,10 +37,10 @@ from .config import (
     manage_jobs,
     port_from_env,
 )
-from .shell.fence import WriteFence
-from .shell.kube import ApiError, ConfigError, Kube, load_configuration
-from .shell.lease_lock import lease_path
-from .shell.standby import run_elected
+from .election.fence import WriteFence
+from .election.lease_lock import lease_path
+from .election.standby import run_elected
+from .runtime.kube import ApiError, ConfigError, Kube, load_configuration
 
 PROG = "paralleljob-operator"
 DEFAULTS = OperatorConfig()
@@ -289,7 +289,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import kopf
 
     from . import handlers  # noqa: F401 (registers the handlers)
-    from .shell.caches import Caches
+    from .runtime.caches import Caches
 
     # What is imported by now (kopf, aiohttp, the kubernetes client: some 60,000 objects)
     # lives as long as the process. Frozen, it is no longer walked by every full
@@ -317,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     async def stand_by_warm() -> int:
         # Shut until the elector's first renewal opens it: no write leaves the process
-        # unless its own clock says it holds the Lease (shell/fence.py).
+        # unless its own clock says it holds the Lease (election/fence.py).
         fence = WriteFence()
         caches = await Caches.open(config, fence)
         caches.start()

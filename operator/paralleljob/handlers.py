@@ -1,16 +1,16 @@
-"""The kopf wiring: the operator's life, one controller per kind of job (core/kind.py):
+"""The kopf wiring: the operator's life, one controller per kind of job (core/job/kind.py):
 ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
 
 * ``startup`` -- builds a controller per kind from the settings in kopf's memo (parsed
-  once by the CLI), attaches them to the caches (shell/caches.py: the operator's own pod and
+  once by the CLI), attaches them to the caches (runtime/caches.py: the operator's own pod and
   job informers, started there unless a standby started them already) and serves the
   Prometheus metrics (metrics.py). The jobs' informers hand each job to its controller:
   the first sight of a job starts its sync loop (an asyncio task, not a kopf daemon: a
   daemon would need a finalizer on every job, and deleting a job must never wait for
   the operator), later ones wake it, its deletion stops it and releases its pods'
-  finalizers. The ParallelCronJob controller (shell/cron_controller.py) subscribes to
+  finalizers. The ParallelCronJob controller (cron/cron_controller.py) subscribes to
   the same caches: the ParallelCronJob informer, and the ParallelJob informer for its
-  jobs. kopf itself watches no resource (one watch per kind, shell/caches.py says why).
+  jobs. kopf itself watches no resource (one watch per kind, runtime/caches.py says why).
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``cleanup`` -- stops the loops, the metrics server and the caches.
@@ -28,13 +28,13 @@ from aiohttp import web
 
 from .config import OperatorConfig
 from .core import PARALLELJOB
-from .shell import metrics
-from .shell.caches import Caches
-from .shell.controller import Controller
-from .shell.cron_controller import CronController
-from .shell.events import EventRecorder
-from .shell.kube import load_configuration
-from .shell.progress import describe
+from .cron.cron_controller import CronController
+from .jobs.controller import Controller
+from .runtime import metrics
+from .runtime.caches import Caches
+from .runtime.events import EventRecorder
+from .runtime.kube import load_configuration
+from .runtime.progress import describe
 
 
 class App:

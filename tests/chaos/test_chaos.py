@@ -144,7 +144,7 @@ def test_pod_watch_broken_with_410_gone_relists(
         recovery.append(recovery_after(watch, back))
         assert_exact(k, watch, sampler, run)
     log = operator.log_path.read_text(errors="replace")  # all of it: logs() keeps a tail
-    # The operator's own pod informer (shell/informer.py) says so when it lists again.
+    # The operator's own pod informer (runtime/informer.py) says so when it lists again.
     restarts = re.findall(r"pods in \S+: watch expired at resourceVersion \d*, listing again", log)
     assert restarts, "the pod watch got 410 Gone and was restarted from a fresh list"
 

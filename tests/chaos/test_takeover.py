@@ -242,7 +242,7 @@ def test_a_standby_stopped_then_handed_the_lease_catches_up_before_it_acts(
     On this small cluster the resumed standby's watches usually bring what they missed
     before its first sync even without the catch-up (their events wait in the sockets,
     read as soon as it runs), so this run checks the whole takeover, not the race:
-    tests/unit/shell/test_caches.py's takeover tests are the ones that fail without it."""
+    tests/unit/runtime/test_caches.py's takeover tests are the ones that fail without it."""
     run = Run("handed", completions=120, parallelism=5, duration="1s")
     with (
         PodWatch(core_v1, k.ns, run.name, survive_outages=True) as watch,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from paralleljob import constants as c
-from paralleljob.shell.events import COMPONENT
+from paralleljob.runtime.events import COMPONENT
 from tests.support.wait import wait_until
 
 from .support import Kubectl, parse_table

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from paralleljob.core.job_restart_policy import ATTEMPT_LABEL
+from paralleljob.core.job.job_restart_policy import ATTEMPT_LABEL
 from tests.support.wait import wait_until
 
 from .conftest import Operator

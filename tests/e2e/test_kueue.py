@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from paralleljob import constants as c
-from paralleljob.shell.events import COMPONENT
+from paralleljob.runtime.events import COMPONENT
 from tests.support.wait import wait_until
 
 from .conftest import Operator

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from paralleljob.core.cron_model import SCHEDULED_TIMESTAMP_ANNOTATION, TRIGGER_ANNOTATION
+from paralleljob.core.cron.cron_model import SCHEDULED_TIMESTAMP_ANNOTATION, TRIGGER_ANNOTATION
 from tests.support.wait import wait_until
 
 from .conftest import REPO_ROOT as REPO

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.shell.events import COMPONENT
+from paralleljob.runtime.events import COMPONENT
 from tests.support.wait import wait_until
 
 from .conftest import Operator

@@ -24,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from bench.workloads import pod_template
-from paralleljob.core.kind import PARALLELJOB
-from paralleljob.core.model import parse_pod
-from paralleljob.shell.runtime import JobRuntime
+from paralleljob.core.job.kind import PARALLELJOB
+from paralleljob.core.job.model import parse_pod
+from paralleljob.jobs.job_runtime import JobRuntime
 from paralleljob.timeutil import format_time
 from tests.support.stub_api.objects import api_defaults
 

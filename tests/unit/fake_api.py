@@ -1,6 +1,6 @@
 """An in-memory API server for one ParallelJob and its pods, and an event recorder
-that keeps what it is given: the unit tests' :class:`~paralleljob.shell.api.ControllerApi`,
-:class:`~paralleljob.shell.api.EventSink` and :class:`~paralleljob.shell.events.Recorder`
+that keeps what it is given: the unit tests' :class:`~paralleljob.runtime.api.ControllerApi`,
+:class:`~paralleljob.runtime.api.EventSink` and :class:`~paralleljob.runtime.events.Recorder`
 (upstream's tests have ``controller.FakePodControl`` and ``record.FakeRecorder``).
 
 Every call that reaches the fake is recorded, in order, with its body, so that tests
@@ -24,12 +24,12 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from paralleljob import constants as c
-from paralleljob.core.kind import PARALLELJOB, JobKind
-from paralleljob.core.model import PodInfo, parse_pod
-from paralleljob.core.pod_failure_policy import PodCondition, PodFailureFacts
-from paralleljob.core.sync import Event
-from paralleljob.shell.api import ApiError
-from paralleljob.shell.events import JobRef
+from paralleljob.core.job.kind import PARALLELJOB, JobKind
+from paralleljob.core.job.model import PodInfo, parse_pod
+from paralleljob.core.job.pod_failure_policy import PodCondition, PodFailureFacts
+from paralleljob.core.job.sync import Event
+from paralleljob.runtime.api import ApiError
+from paralleljob.runtime.events import JobRef
 from paralleljob.timeutil import format_time
 from tests.support.stub_api.patch import merge_patch
 

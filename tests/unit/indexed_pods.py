@@ -1,4 +1,4 @@
-"""Test pods of Indexed jobs: a :class:`~paralleljob.core.model.PodInfo` with the index
+"""Test pods of Indexed jobs: a :class:`~paralleljob.core.job.model.PodInfo` with the index
 fields its annotations would give it, read as ``model.parse_pod`` reads them."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from paralleljob.core.kind import PARALLELJOB
-from paralleljob.core.model import (
+from paralleljob.core.job.kind import PARALLELJOB
+from paralleljob.core.job.model import (
     PodInfo,
     get_completion_index,
     get_index_failure_count,

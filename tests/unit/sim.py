@@ -1,4 +1,4 @@
-"""The scenario simulator: the operator's real :class:`~paralleljob.shell.controller.Controller`
+"""The scenario simulator: the operator's real :class:`~paralleljob.jobs.controller.Controller`
 against an in-memory API server (:class:`FakeApi`), on a clock the test holds.
 
 ``Sim.sync()`` hands the controller the newest job (as the job watch would) and runs one
@@ -18,9 +18,9 @@ from typing import Any
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig, CoreConfig
-from paralleljob.core.job_restart_policy import JobRestartPolicy
-from paralleljob.core.kind import PARALLELJOB
-from paralleljob.core.model import (
+from paralleljob.core.job.job_restart_policy import JobRestartPolicy
+from paralleljob.core.job.kind import PARALLELJOB
+from paralleljob.core.job.model import (
     Job,
     JobSpec,
     JobStatus,
@@ -29,17 +29,17 @@ from paralleljob.core.model import (
     parse_job,
     status_to_dict,
 )
-from paralleljob.core.pod_failure_policy import (
+from paralleljob.core.job.pod_failure_policy import (
     ContainerStatus,
     PodCondition,
     PodFailureFacts,
     PodFailurePolicy,
 )
-from paralleljob.core.sync import Event, PodPlan, SyncResult
-from paralleljob.shell.api import ApiError
-from paralleljob.shell.controller import Controller
-from paralleljob.shell.job_sync import Clock
-from paralleljob.shell.runtime import JobRuntime
+from paralleljob.core.job.sync import Event, PodPlan, SyncResult
+from paralleljob.jobs.controller import Controller
+from paralleljob.jobs.job_runtime import JobRuntime
+from paralleljob.jobs.job_sync import Clock
+from paralleljob.runtime.api import ApiError
 from paralleljob.timeutil import format_time
 
 from .fake_api import Crash, FakeApi, FakeRecorder, JsonDict

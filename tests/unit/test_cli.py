@@ -10,8 +10,8 @@ import pytest
 from paralleljob import constants as c
 from paralleljob.cli import StartupError, check_kubernetes_version, liveness_endpoint, parse_args
 from paralleljob.config import OperatorConfig
-from paralleljob.core.kind import PARALLELJOB
-from paralleljob.core.pods import build_pod
+from paralleljob.core.job.kind import PARALLELJOB
+from paralleljob.core.job.pods import build_pod
 
 JOB: dict[str, Any] = {
     "apiVersion": "paralleljob.dev/v1alpha1",

@@ -12,8 +12,8 @@ import pytest
 
 from paralleljob import handlers
 from paralleljob.config import ControllerConfig
-from paralleljob.shell.controller import Controller
-from paralleljob.shell.runtime import JobRuntime
+from paralleljob.jobs.controller import Controller
+from paralleljob.jobs.job_runtime import JobRuntime
 
 from .fake_api import FakeApi, FakeRecorder
 

@@ -7,7 +7,7 @@
 - No import cycle among the package's modules (hack/layers.py finds them).
 - Only the shell, the kopf wiring (handlers.py, cli.py) and the worker import an I/O library.
 - The caches import no controller, even through another module: informers publish, the
-  controllers subscribe (shell/subscribers.py).
+  controllers subscribe (runtime/subscribers.py).
 - Outside the core, the core is imported through its facade (``paralleljob.core``) only.
 - No import chain in the shell is longer than 6 modules.
 - docs/design.md's layer figures are what hack/layers.py prints.
@@ -29,6 +29,7 @@ from layers import (  # noqa: E402
     around_the_facade,
     cycles,
     import_graph,
+    layer_of,
     layer_table,
     longest_chain,
     traced_path,
@@ -98,7 +99,7 @@ def leaf_problems(found: set[str], allowed: set[str]) -> list[str]:
     )
 
 
-CORE_FILES = sorted((PACKAGE / "core").glob("*.py"))
+CORE_FILES = sorted((PACKAGE / "core").rglob("*.py"))
 
 
 def test_the_core_has_modules() -> None:
@@ -123,7 +124,7 @@ def test_a_leaf_imports_only_leaves(name: str) -> None:
 def test_the_checks_see_an_impure_module() -> None:
     """The checks above can fail: a core module importing asyncio, kopf and the shell."""
     source = (
-        "import asyncio\nfrom ..shell import controller\nfrom . import model\n"
+        "import asyncio\nfrom ..jobs import controller\nfrom . import model\n"
         "def f():\n    import kopf\n    from ..handlers import startup\n"
     )
     found = imports_of(source, "paralleljob.core.probe")
@@ -131,14 +132,14 @@ def test_the_checks_see_an_impure_module() -> None:
         "asyncio",
         "kopf",
         "paralleljob.handlers",
-        "paralleljob.shell",
-        "paralleljob.shell.controller",
+        "paralleljob.jobs",
+        "paralleljob.jobs.controller",
     ]
 
 
 def test_the_leaf_check_sees_a_package_import() -> None:
-    found = imports_of("from .shell.controller import Controller\n", "paralleljob.config")
-    assert leaf_problems(found, LEAVES) == ["paralleljob.shell.controller"]
+    found = imports_of("from .jobs.controller import Controller\n", "paralleljob.config")
+    assert leaf_problems(found, LEAVES) == ["paralleljob.jobs.controller"]
 
 
 def test_the_layers_script_prints_the_layers_and_a_pod_event_s_path() -> None:
@@ -149,7 +150,7 @@ def test_the_layers_script_prints_the_layers_and_a_pod_event_s_path() -> None:
     traced = subprocess.run(
         [sys.executable, script, "--trace"], capture_output=True, text=True, check=True
     )
-    assert "shell.caches Caches.pod_changed" in traced.stdout
+    assert "runtime.caches Caches.pod_changed" in traced.stdout
     assert "calls over" in traced.stdout
 
 
@@ -160,9 +161,9 @@ def test_the_pod_event_s_way_in_the_design_is_the_traced_one() -> None:
     block = block.split("\n```\n<!-- END make layers --trace -->", 1)[0]
     path = traced_path()
     assert block.splitlines() == path.lines()
-    assert path.event[0] == "shell.caches Caches.pod_changed"
+    assert path.event[0] == "runtime.caches Caches.pod_changed"
     assert path.write == "create_pod (the API)"
-    assert "core.sync.plan_pods" in path.decisions
+    assert "core.job.sync.plan_pods" in path.decisions
 
 
 def test_no_import_cycle() -> None:
@@ -184,11 +185,11 @@ def test_the_cycle_check_sees_a_cycle() -> None:
 
 def test_the_graph_sees_the_package_s_imports() -> None:
     graph = import_graph()
-    assert "paralleljob.core.model" in graph["paralleljob.core.sync"]
-    assert "paralleljob.shell.runtime" in graph["paralleljob.shell.job_loops"]
+    assert "paralleljob.core.job.model" in graph["paralleljob.core.job.sync"]
+    assert "paralleljob.jobs.job_runtime" in graph["paralleljob.jobs.job_loops"]
 
 
-#: Outside shell/: the kopf wiring, and the worker (a program of its own).
+#: Outside the shell's packages: the kopf wiring, and the worker (a program of its own).
 IO_ALLOWED = {"paralleljob.handlers", "paralleljob.cli"}
 
 
@@ -199,34 +200,34 @@ def io_outside_the_shell(modules: dict[str, set[str]]) -> list[str]:
         name
         for name, found in modules.items()
         if _foreign(found) & IO_LIBRARIES
-        and not name.startswith(("paralleljob.shell", "paralleljob.worker"))
+        and layer_of(name) not in ("shell", "worker")
         and name not in IO_ALLOWED
     )
 
 
 def test_all_i_o_is_in_the_shell() -> None:
     modules = {module_name(p): imports(p) for p in PACKAGE.rglob("*.py")}
-    assert "paralleljob.shell.kube" in modules
+    assert "paralleljob.runtime.kube" in modules
     assert io_outside_the_shell(modules) == []
 
 
 def test_the_i_o_check_sees_a_module_outside_the_shell() -> None:
     modules = {
-        "paralleljob.caches": {"asyncio", "paralleljob.shell.kube"},
-        "paralleljob.shell.caches": {"asyncio"},
+        "paralleljob.caches": {"asyncio", "paralleljob.runtime.kube"},
+        "paralleljob.runtime.caches": {"asyncio"},
         "paralleljob.handlers": {"kopf"},
-        "paralleljob.core.sync": {"dataclasses"},
+        "paralleljob.core.job.sync": {"dataclasses"},
     }
     assert io_outside_the_shell(modules) == ["paralleljob.caches"]
 
 
 #: The controllers: what the caches feed through the subscriber protocols, never import.
 CONTROLLERS = {
-    "paralleljob.shell.controller",
-    "paralleljob.shell.cron_controller",
-    "paralleljob.shell.job_loops",
-    "paralleljob.shell.job_sync",
-    "paralleljob.shell.sync_loops",
+    "paralleljob.jobs.controller",
+    "paralleljob.cron.cron_controller",
+    "paralleljob.jobs.job_loops",
+    "paralleljob.jobs.job_sync",
+    "paralleljob.runtime.sync_loops",
 }
 #: The longest import chain the shell may have, in modules.
 MAX_SHELL_CHAIN = 6
@@ -246,17 +247,17 @@ def reached(graph: dict[str, set[str]], start: str) -> set[str]:
 
 def test_the_caches_import_no_controller() -> None:
     graph = import_graph()
-    assert "paralleljob.shell.subscribers" in reached(graph, "paralleljob.shell.caches")
-    assert sorted(reached(graph, "paralleljob.shell.caches") & CONTROLLERS) == []
+    assert "paralleljob.runtime.subscribers" in reached(graph, "paralleljob.runtime.caches")
+    assert sorted(reached(graph, "paralleljob.runtime.caches") & CONTROLLERS) == []
 
 
 def test_the_controller_check_sees_one_imported_on_the_way() -> None:
     graph = {
-        "paralleljob.shell.caches": {"paralleljob.shell.job_records"},
-        "paralleljob.shell.job_records": {"paralleljob.shell.controller"},
+        "paralleljob.runtime.caches": {"paralleljob.runtime.job_records"},
+        "paralleljob.runtime.job_records": {"paralleljob.jobs.controller"},
     }
-    found = reached(graph, "paralleljob.shell.caches") & CONTROLLERS
-    assert found == {"paralleljob.shell.controller"}
+    found = reached(graph, "paralleljob.runtime.caches") & CONTROLLERS
+    assert found == {"paralleljob.jobs.controller"}
 
 
 def test_the_core_is_imported_through_its_facade() -> None:
@@ -265,22 +266,22 @@ def test_the_core_is_imported_through_its_facade() -> None:
 
 def test_the_facade_check_sees_an_import_around_it() -> None:
     graph = {
-        "paralleljob.shell.kube": {"paralleljob.core", "paralleljob.core.kind"},
-        "paralleljob.core.sync": {"paralleljob.core.model"},
+        "paralleljob.runtime.kube": {"paralleljob.core", "paralleljob.core.job.kind"},
+        "paralleljob.core.job.sync": {"paralleljob.core.job.model"},
     }
-    assert around_the_facade(graph) == [("paralleljob.shell.kube", "paralleljob.core.kind")]
+    assert around_the_facade(graph) == [("paralleljob.runtime.kube", "paralleljob.core.job.kind")]
 
 
 def test_no_import_chain_in_the_shell_is_long() -> None:
-    chain = longest_chain(import_graph(), "paralleljob.shell")
+    chain = longest_chain(import_graph(), "shell")
     assert 1 < len(chain) <= MAX_SHELL_CHAIN, " -> ".join(chain)
 
 
 def test_the_chain_check_sees_a_long_chain() -> None:
-    names = [f"paralleljob.shell.m{i}" for i in range(MAX_SHELL_CHAIN + 1)]
+    names = [f"paralleljob.runtime.m{i}" for i in range(MAX_SHELL_CHAIN + 1)]
     graph = {a: {b} for a, b in itertools.pairwise(names)}
     graph[names[0]].add("paralleljob.core")
-    assert longest_chain(graph, "paralleljob.shell") == names
+    assert longest_chain(graph, "shell") == names
 
 
 def test_the_design_s_layer_figures_are_the_script_s() -> None:

@@ -5,8 +5,7 @@ do next. Nothing here does I/O: it imports only the package's leaves (``config``
 ``constants``, ``json_types``, ``timeutil``) and itself (tests/unit/test_layers.py).
 """
 
-from .backoff import delay_seconds
-from .cron_model import (
+from .cron.cron_model import (
     COND_INVALID_SCHEDULE,
     CRON_KIND,
     CRON_PLURAL,
@@ -20,9 +19,10 @@ from .cron_model import (
     cron_status_to_dict,
     schedule_conditions,
 )
-from .cron_sync import ChildJob, CronPlan, plan_cron_sync, record_created
-from .intervals import intervals_total, parse_indexes_from_string
-from .kind import (
+from .cron.cron_sync import ChildJob, CronPlan, plan_cron_sync, record_created
+from .job.backoff import delay_seconds
+from .job.intervals import intervals_total, parse_indexes_from_string
+from .job.kind import (
     PARALLELJOB,
     WATCH_LABEL,
     JobKind,
@@ -33,23 +33,8 @@ from .kind import (
     kind_of_pod,
     pods_path,
 )
-from .lease import (
-    LeaseRecord,
-    Observation,
-    claim,
-    held_by_another,
-    is_leader,
-    lease_valid,
-    leaves_it_to_a_standby,
-    observe,
-    record_of,
-    released,
-    retry_delay,
-    spec_of,
-    yield_window,
-)
-from .managed_by import managed_by_external_controller
-from .model import (
+from .job.managed_by import managed_by_external_controller
+from .job.model import (
     INDEXED_COMPLETION,
     NON_INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
@@ -68,8 +53,8 @@ from .model import (
     spec_defaults_patch,
     status_to_dict,
 )
-from .pods import build_pod, job_template, new_pod_bodies
-from .sync import (
+from .job.pods import build_pod, job_template, new_pod_bodies
+from .job.sync import (
     Event,
     PodOutcome,
     PodPlan,
@@ -81,6 +66,21 @@ from .sync import (
     plan_pods,
     sync_context,
     track,
+)
+from .lease import (
+    LeaseRecord,
+    Observation,
+    claim,
+    held_by_another,
+    is_leader,
+    lease_valid,
+    leaves_it_to_a_standby,
+    observe,
+    record_of,
+    released,
+    retry_delay,
+    spec_of,
+    yield_window,
 )
 from .versions import version_number
 

@@ -1,5 +1,5 @@
 """Leader election's decisions, as pure functions: client-go's ``tools/leaderelection``
-without its I/O (the elector, shell/elector.py, reads and writes the Lease and asks these).
+without its I/O (the elector, election/elector.py, reads and writes the Lease and asks these).
 
 A Lease's spec as a value (``LeaseRecord``, read by ``record_of``, written by ``spec_of``
 with ``micro_time`` stamps); what a candidate saw of it, and when by its own monotonic

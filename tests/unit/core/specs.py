@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from paralleljob.core.model import (
+from paralleljob.core.job.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_TERMINATING_OR_FAILED,
     JobSpec,
     SuccessPolicy,
 )
-from paralleljob.core.pod_failure_policy import PodFailurePolicy
+from paralleljob.core.job.pod_failure_policy import PodFailurePolicy
 
 
 def indexed_spec(

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core.model import JobSpec
+from paralleljob.core.job.model import JobSpec
 
 from ..sim import Sim
 

@@ -23,12 +23,12 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import CoreConfig
-from paralleljob.core.indexed import (
+from paralleljob.core.job.indexed import (
     MSG_FAILED_INDEXES,
     MSG_MAX_FAILED_INDEXES_EXCEEDED,
 )
-from paralleljob.core.managed_by import managed_by_external_controller
-from paralleljob.core.model import (
+from paralleljob.core.job.managed_by import managed_by_external_controller
+from paralleljob.core.job.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     Condition,
@@ -37,7 +37,7 @@ from paralleljob.core.model import (
     PodFailureBackoff,
     PodInfo,
 )
-from paralleljob.core.pod_failure_policy import (
+from paralleljob.core.job.pod_failure_policy import (
     ACTION_COUNT,
     ACTION_FAIL_INDEX,
     ACTION_FAIL_JOB,
@@ -53,8 +53,8 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.shell.job_sync import SyncReport
-from paralleljob.shell.runtime import JobRuntime
+from paralleljob.jobs.job_runtime import JobRuntime
+from paralleljob.jobs.job_sync import SyncReport
 
 from ..fake_api import Crash
 from ..sim import CRASH_POINTS, T0, Sim
@@ -693,7 +693,7 @@ def test_a_job_managed_elsewhere_keeps_its_pods_and_finalizers_and_is_logged_onc
     sim.add_pod(F, uid="a")
     sim.add_pod(S, uid="b")
     sim.add_pod(R, uid="c", deleting=True)
-    with caplog.at_level(logging.INFO, logger="paralleljob.shell.job_sync"):
+    with caplog.at_level(logging.INFO, logger="paralleljob.jobs.job_sync"):
         for _ in range(3):
             assert _sync(sim).delay is None, "nothing to wait for"
             sim.advance(60)

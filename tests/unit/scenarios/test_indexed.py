@@ -18,9 +18,9 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import CoreConfig
-from paralleljob.core.index_templates import COMPLETION_INDEX_ENV_NAME
-from paralleljob.core.kind import PARALLELJOB
-from paralleljob.core.model import (
+from paralleljob.core.job.index_templates import COMPLETION_INDEX_ENV_NAME
+from paralleljob.core.job.kind import PARALLELJOB
+from paralleljob.core.job.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     POD_REPLACEMENT_TERMINATING_OR_FAILED,
@@ -31,12 +31,12 @@ from paralleljob.core.model import (
     SuccessPolicyRule,
     parse_spec,
 )
-from paralleljob.core.pod_failure_policy import (
+from paralleljob.core.job.pod_failure_policy import (
     OnPodConditionsPattern,
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.core.success_policy import REASON_SUCCESS_POLICY
+from paralleljob.core.job.success_policy import REASON_SUCCESS_POLICY
 
 from ..fake_api import Crash
 from ..sim import CRASH_POINTS, T0, Sim

@@ -12,15 +12,15 @@ import pytest
 from prometheus_client import REGISTRY
 
 from paralleljob import constants as c
-from paralleljob.core.job_restart_policy import ATTEMPT_LABEL, JobRestartPolicy
-from paralleljob.core.job_restarts import REASON_RESTARTED
-from paralleljob.core.model import (
+from paralleljob.core.job.job_restart_policy import ATTEMPT_LABEL, JobRestartPolicy
+from paralleljob.core.job.job_restarts import REASON_RESTARTED
+from paralleljob.core.job.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     JobSpec,
     PodFailureBackoff,
 )
-from paralleljob.core.pod_failure_policy import (
+from paralleljob.core.job.pod_failure_policy import (
     ACTION_FAIL_JOB,
     REASON_POD_FAILURE_POLICY,
     OnExitCodes,

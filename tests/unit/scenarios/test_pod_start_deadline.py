@@ -12,13 +12,13 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
-from paralleljob.core.model import (
+from paralleljob.core.job.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
     JobSpec,
     PodFailureBackoff,
 )
-from paralleljob.core.pod_failure_policy import (
+from paralleljob.core.job.pod_failure_policy import (
     ACTION_FAIL_JOB,
     ACTION_IGNORE,
     REASON_POD_FAILURE_POLICY,
@@ -27,9 +27,9 @@ from paralleljob.core.pod_failure_policy import (
     PodFailurePolicy,
     PodFailurePolicyRule,
 )
-from paralleljob.core.pod_start_deadline import event_message
-from paralleljob.core.sync import Event
-from paralleljob.shell.api import ApiError
+from paralleljob.core.job.pod_start_deadline import event_message
+from paralleljob.core.job.sync import Event
+from paralleljob.runtime.api import ApiError
 
 from ..fake_api import Crash
 from ..sim import CRASH_POINTS, Sim

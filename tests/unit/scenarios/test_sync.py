@@ -9,8 +9,8 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import CoreConfig
-from paralleljob.core.model import Condition, Job, JobSpec, JobStatus, PodInfo
-from paralleljob.core.sync import (
+from paralleljob.core.job.model import Condition, Job, JobSpec, JobStatus, PodInfo
+from paralleljob.core.job.sync import (
     PodOutcome,
     SyncContext,
     SyncInput,

@@ -1,0 +1,2 @@
+"""The ParallelCronJob controller on the runtime: upstream's CronJob controller,
+creating ParallelJobs."""
