@@ -70,6 +70,37 @@ POD_COND_START_DEADLINE_EXCEEDED: Final = f"{GROUP}/PodStartDeadlineExceeded"
 #: That condition's reason, and the reason of the Warning Event on the job.
 REASON_POD_START_DEADLINE_EXCEEDED: Final = "PodStartDeadlineExceeded"
 
+# Events: their types and every reason the operator gives one (client-go's EventTypeNormal
+# and EventTypeWarning; the reasons upstream's Job and CronJob controllers use, and the
+# operator's own).
+NORMAL: Final = "Normal"
+WARNING: Final = "Warning"
+REASON_SUCCESSFUL_CREATE: Final = "SuccessfulCreate"
+REASON_FAILED_CREATE: Final = "FailedCreate"
+REASON_SUCCESSFUL_DELETE: Final = "SuccessfulDelete"
+REASON_FAILED_DELETE: Final = "FailedDelete"
+REASON_COMPLETED: Final = "Completed"
+REASON_SUSPENDED: Final = "Suspended"
+REASON_RESUMED: Final = "Resumed"
+REASON_TOO_MANY_SUCCEEDED_PODS: Final = "TooManySucceededPods"
+#: Not upstream (spec.restartPolicy): a job-level restart.
+REASON_RESTARTED: Final = "Restarted"
+# A ParallelCronJob's (upstream's CronJob controller's, and its own).
+REASON_SAW_COMPLETED_JOB: Final = "SawCompletedJob"
+REASON_UNEXPECTED_JOB: Final = "UnexpectedJob"
+REASON_MISSING_JOB: Final = "MissingJob"
+REASON_JOB_ALREADY_ACTIVE: Final = "JobAlreadyActive"
+REASON_TOO_MANY_ACTIVE: Final = "TooManyActive"
+REASON_MISS_SCHEDULE: Final = "MissSchedule"
+REASON_TOO_MANY_MISSED_TIMES: Final = "TooManyMissedTimes"
+REASON_UNKNOWN_TIME_ZONE: Final = "UnknownTimeZone"
+REASON_UNPARSEABLE_SCHEDULE: Final = "UnparseableSchedule"
+REASON_INVALID_SCHEDULE: Final = "InvalidSchedule"
+#: Not in the CronJob, whose API server refuses them: the condition a ParallelCronJob's
+#: unusable schedule or time zone sets, and the reason it gives once usable again.
+COND_INVALID_SCHEDULE: Final = "InvalidSchedule"
+REASON_SCHEDULE_VALID: Final = "ScheduleValid"
+
 # Pod phases.
 PENDING: Final = "Pending"
 RUNNING: Final = "Running"

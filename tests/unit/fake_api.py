@@ -24,10 +24,10 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from paralleljob import constants as c
+from paralleljob.core.event import Event
 from paralleljob.core.job.kind import PARALLELJOB, JobKind
 from paralleljob.core.job.model import PodInfo, parse_pod
 from paralleljob.core.job.pod_failure_policy import PodCondition, PodFailureFacts
-from paralleljob.core.job.sync import Event
 from paralleljob.runtime.api import ApiError
 from paralleljob.runtime.events import JobRef
 from paralleljob.timeutil import format_time

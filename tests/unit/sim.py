@@ -18,6 +18,7 @@ from typing import Any
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig, CoreConfig
+from paralleljob.core.event import Event
 from paralleljob.core.job.job_restart_policy import JobRestartPolicy
 from paralleljob.core.job.kind import PARALLELJOB
 from paralleljob.core.job.model import (
@@ -35,7 +36,7 @@ from paralleljob.core.job.pod_failure_policy import (
     PodFailureFacts,
     PodFailurePolicy,
 )
-from paralleljob.core.job.sync import Event, PodPlan, SyncResult
+from paralleljob.core.job.sync import PodPlan, SyncResult
 from paralleljob.jobs.controller import Controller
 from paralleljob.jobs.job_runtime import JobRuntime
 from paralleljob.jobs.job_sync import Clock

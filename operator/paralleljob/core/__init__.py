@@ -6,7 +6,6 @@ do next. Nothing here does I/O: it imports only the package's leaves (``config``
 """
 
 from .cron.cron_model import (
-    COND_INVALID_SCHEDULE,
     CRON_KIND,
     CRON_PLURAL,
     INVALID_SCHEDULE_REASONS,
@@ -20,6 +19,7 @@ from .cron.cron_model import (
     schedule_conditions,
 )
 from .cron.cron_sync import ChildJob, CronPlan, plan_cron_sync, record_created
+from .event import Event
 from .job.backoff import delay_seconds
 from .job.intervals import intervals_total, parse_indexes_from_string
 from .job.kind import (
@@ -55,7 +55,6 @@ from .job.model import (
 )
 from .job.pods import build_pod, job_template, new_pod_bodies
 from .job.sync import (
-    Event,
     PodOutcome,
     PodPlan,
     SyncContext,
@@ -89,7 +88,6 @@ from .versions import version_number
 #: ordered intervals, the leader election's decisions, a ParallelCronJob's sync and
 #: its values.
 __all__ = [
-    "COND_INVALID_SCHEDULE",
     "CRON_KIND",
     "CRON_PLURAL",
     "INDEXED_COMPLETION",

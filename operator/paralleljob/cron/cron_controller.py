@@ -32,7 +32,6 @@ from typing import Any
 from .. import constants as c
 from ..config import ControllerConfig
 from ..core import (
-    COND_INVALID_SCHEDULE,
     CRON_KIND,
     INVALID_SCHEDULE_REASONS,
     CronPlan,
@@ -77,7 +76,7 @@ def reported_already(conditions: list[Any], reason: str, message: str) -> bool:
     reports (reason and message): posted once per change, not at every sync."""
     return reason in INVALID_SCHEDULE_REASONS and any(
         isinstance(x, Mapping)
-        and x.get("type") == COND_INVALID_SCHEDULE
+        and x.get("type") == c.COND_INVALID_SCHEDULE
         and x.get("status") == "True"
         and (x.get("reason"), x.get("message")) == (reason, message)
         for x in conditions
@@ -214,10 +213,10 @@ class CronController:
             if exc.not_found:
                 return  # gone already: nothing this sync deleted
             self.recorder.record(
-                ref, "Warning", "FailedDelete", f"Deleted job {job}: {exc.message}"
+                ref, c.WARNING, c.REASON_FAILED_DELETE, f"Deleted job {job}: {exc.message}"
             )
             raise
-        self.recorder.record(ref, "Normal", "SuccessfulDelete", f"Deleted job {job}")
+        self.recorder.record(ref, c.NORMAL, c.REASON_SUCCESSFUL_DELETE, f"Deleted job {job}")
 
     async def _create(self, ref: JobRef, job: JsonDict) -> str:
         """The job created (its uid), or found created by an earlier sync of this
@@ -230,17 +229,19 @@ class CronController:
             if exc.conflict and exc.reason == "AlreadyExists":
                 return await self._adopt(ref, name)
             self.recorder.record(
-                ref, "Warning", "FailedCreate", f"Error creating job: {exc.message}"
+                ref, c.WARNING, c.REASON_FAILED_CREATE, f"Error creating job: {exc.message}"
             )
             raise
-        self.recorder.record(ref, "Normal", "SuccessfulCreate", f"Created job {name}")
+        self.recorder.record(ref, c.NORMAL, c.REASON_SUCCESSFUL_CREATE, f"Created job {name}")
         return _uid(made)
 
     async def _adopt(self, ref: JobRef, name: str) -> str:
         existing = await self.api.get_job(ref.namespace, name)
         if not controlled_by(existing, ref.uid):
             message = f"job {name} already exists and is not controlled by {ref.name}"
-            self.recorder.record(ref, "Warning", "FailedCreate", f"Error creating job: {message}")
+            self.recorder.record(
+                ref, c.WARNING, c.REASON_FAILED_CREATE, f"Error creating job: {message}"
+            )
             raise ApiError(409, "AlreadyExists", message)
         return _uid(existing)
 

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable
 
+from .. import constants as c
 from ..config import ControllerConfig
 from ..core import Condition, PodInfo, PodOutcome, PodPlan, condition_to_dict, new_pod_bodies
 from ..election.fence import NOT_LEADING
@@ -136,7 +137,7 @@ class PodWriter:
         rt.pods.expectations.expect_creation(str(meta.get("uid", "")), self.monotonic())
         rt.own_writes.wrote(PODS, meta.get("resourceVersion"))
         self.recorder.record(
-            rt.ref, "Normal", "SuccessfulCreate", f"Created pod: {meta.get('name')}"
+            rt.ref, c.NORMAL, c.REASON_SUCCESSFUL_CREATE, f"Created pod: {meta.get('name')}"
         )
         return None
 
@@ -168,12 +169,14 @@ class PodWriter:
             if exc.not_found:
                 return True
             self.recorder.record(
-                rt.ref, "Warning", "FailedDelete", f"Error deleting: {exc.message}"
+                rt.ref, c.WARNING, c.REASON_FAILED_DELETE, f"Error deleting: {exc.message}"
             )
             log.warning("%s/%s: deleting pod %s failed: %s", rt.namespace, rt.name, pod.name, exc)
             return False
         expectations.expect_deletion(pod.uid, self.monotonic())
-        self.recorder.record(rt.ref, "Normal", "SuccessfulDelete", f"Deleted pod: {pod.name}")
+        self.recorder.record(
+            rt.ref, c.NORMAL, c.REASON_SUCCESSFUL_DELETE, f"Deleted pod: {pod.name}"
+        )
         return True
 
     async def _fail_pod(self, rt: JobRuntime, pod: PodInfo, condition: Condition) -> bool:
@@ -188,7 +191,7 @@ class PodWriter:
         except ApiError as exc:
             if not exc.not_found:
                 self.recorder.record(
-                    rt.ref, "Warning", "FailedDelete", f"Error deleting: {exc.message}"
+                    rt.ref, c.WARNING, c.REASON_FAILED_DELETE, f"Error deleting: {exc.message}"
                 )
                 log.warning(
                     "%s/%s: failing pod %s failed: %s", rt.namespace, rt.name, pod.name, exc

@@ -100,7 +100,6 @@ SURFACE = {
     "candidate_jobs",
     "version_number",
     "controlled_by",
-    "COND_INVALID_SCHEDULE",
     "schedule_conditions",
 }
 

@@ -12,8 +12,8 @@ import pytest
 from prometheus_client import REGISTRY
 
 from paralleljob import constants as c
+from paralleljob.constants import REASON_RESTARTED
 from paralleljob.core.job.job_restart_policy import ATTEMPT_LABEL, JobRestartPolicy
-from paralleljob.core.job.job_restarts import REASON_RESTARTED
 from paralleljob.core.job.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,

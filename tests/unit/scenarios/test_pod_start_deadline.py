@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.core.event import Event
 from paralleljob.core.job.model import (
     INDEXED_COMPLETION,
     POD_REPLACEMENT_FAILED,
@@ -28,7 +29,6 @@ from paralleljob.core.job.pod_failure_policy import (
     PodFailurePolicyRule,
 )
 from paralleljob.core.job.pod_start_deadline import event_message
-from paralleljob.core.job.sync import Event
 from paralleljob.runtime.api import ApiError
 
 from ..fake_api import Crash

@@ -31,12 +31,9 @@ CRON_PLURAL: Final = "parallelcronjobs"
 SCHEDULED_TIMESTAMP_ANNOTATION: Final = "batch.kubernetes.io/cronjob-scheduled-timestamp"
 #: A new value starts one ParallelJob now (status.lastTrigger keeps the last one acted on).
 TRIGGER_ANNOTATION: Final = f"{c.GROUP}/trigger"
-#: The condition a schedule or time zone that cannot be used sets (not in the CronJob,
-#: whose API server refuses them; a CRD cannot).
-COND_INVALID_SCHEDULE: Final = "InvalidSchedule"
 #: The reasons of the plan's events that mean the schedule cannot be used.
 INVALID_SCHEDULE_REASONS: Final = frozenset(
-    {"UnparseableSchedule", "UnknownTimeZone", "InvalidSchedule"}
+    {"UnparseableSchedule", c.REASON_UNKNOWN_TIME_ZONE, "InvalidSchedule"}
 )
 
 
@@ -185,11 +182,11 @@ def schedule_conditions(
 ) -> list[JsonDict]:
     """status.conditions with InvalidSchedule True (``invalid``: its reason and message)
     or False once the schedule can be used again; kept as it was while nothing changed."""
-    old = next((x for x in stored if _dict(x).get("type") == COND_INVALID_SCHEDULE), None)
+    old = next((x for x in stored if _dict(x).get("type") == c.COND_INVALID_SCHEDULE), None)
     if invalid is None and old is None:
         return [dict(x) for x in stored]
     status = "True" if invalid is not None else "False"
-    reason, message = invalid if invalid is not None else ("ScheduleValid", "")
+    reason, message = invalid if invalid is not None else (c.REASON_SCHEDULE_VALID, "")
     if old is not None and (old.get("status"), old.get("reason"), old.get("message", "")) == (
         status,
         reason,
@@ -197,7 +194,7 @@ def schedule_conditions(
     ):
         return [dict(x) for x in stored]
     new = {
-        "type": COND_INVALID_SCHEDULE,
+        "type": c.COND_INVALID_SCHEDULE,
         "status": status,
         "reason": reason,
         "message": message,

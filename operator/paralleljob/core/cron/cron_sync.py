@@ -34,6 +34,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, tzinfo
 
+from ... import constants as c
+from ...constants import COND_COMPLETE as COMPLETE
+from ...constants import COND_FAILED as FAILED
+from ...constants import NORMAL, WARNING
+from ..event import Event
 from .cron_schedule import (
     CronSyntaxError,
     Schedule,
@@ -64,10 +69,6 @@ CATCH_UP_PACE_SECONDS = 10.0
 ALLOW = "Allow"
 FORBID = "Forbid"
 REPLACE = "Replace"
-COMPLETE = "Complete"
-FAILED = "Failed"
-NORMAL = "Normal"
-WARNING = "Warning"
 
 
 @dataclass(frozen=True)
@@ -149,18 +150,11 @@ class JobToCreate:
 
 
 @dataclass(frozen=True)
-class CronEvent:
-    type: str  # Normal | Warning
-    reason: str
-    message: str
-
-
-@dataclass(frozen=True)
 class CronPlan:
     create: tuple[JobToCreate, ...]
     delete: tuple[str, ...]  # Replace's active jobs, then history cleanup (oldest first)
     status: CronStatus  # to write: active as if the creates and deletes succeed
-    events: tuple[CronEvent, ...]
+    events: tuple[Event, ...]
     requeue_after: float | None  # seconds until the next sync is needed; None: none
     #: Live reads to make before anything else (then plan again with their answers).
     verify: Verify = Verify()
@@ -258,12 +252,12 @@ def _verify(children: tuple[ChildJob, ...], status: CronStatus) -> Verify:
 
 def _reconcile_active(
     children: Iterable[ChildJob], status: CronStatus, found_live: frozenset[str] = frozenset()
-) -> tuple[CronStatus, tuple[CronEvent, ...]]:
+) -> tuple[CronStatus, tuple[Event, ...]]:
     """syncCronJob's first loops: the active list against the children, and the time of
     the latest success. An active job the caches lack but the API server has
     (``found_live``) stays active."""
     active = list(status.active)
-    events: list[CronEvent] = []
+    events: list[Event] = []
     last_success = status.last_successful_time
     seen = set()
     for child in children:
@@ -272,17 +266,19 @@ def _reconcile_active(
         if child.finished is None:
             if _unexpected(child, active):
                 message = f"Saw a job that the controller did not create or forgot: {child.name}"
-                events.append(CronEvent(WARNING, "UnexpectedJob", message))
+                events.append(Event(WARNING, c.REASON_UNEXPECTED_JOB, message))
             continue
         if found:
             active = [ref for ref in active if ref.uid != child.uid]
             message = f"Saw completed job: {child.name}, condition: {child.finished}"
-            events.append(CronEvent(NORMAL, "SawCompletedJob", message))
+            events.append(Event(NORMAL, c.REASON_SAW_COMPLETED_JOB, message))
         if child.finished == COMPLETE:
             last_success = _later(last_success, child.finish_time)
     for ref in tuple(active):
         if ref.uid not in seen and ref.name not in found_live:
-            events.append(CronEvent(NORMAL, "MissingJob", f"Active job went missing: {ref.name}"))
+            events.append(
+                Event(NORMAL, c.REASON_MISSING_JOB, f"Active job went missing: {ref.name}")
+            )
             active.remove(ref)
     status = replace(status, active=tuple(active), last_successful_time=last_success)
     return status, tuple(events)
@@ -294,7 +290,7 @@ def _reconcile_active(
 @dataclass(frozen=True)
 class _Step:
     status: CronStatus
-    events: tuple[CronEvent, ...] = ()
+    events: tuple[Event, ...] = ()
     create: tuple[JobToCreate, ...] = ()
     delete: tuple[str, ...] = ()
     requeue_after: float | None = None
@@ -314,18 +310,18 @@ def _schedule_step(inp: CronInput, status: CronStatus) -> _Step:
         loc = load_time_zone(spec.time_zone)
     except UnknownTimeZone as err:
         message = f'invalid timeZone: "{spec.time_zone}": {err}'
-        return _stopped(status, CronEvent(WARNING, "UnknownTimeZone", message))
+        return _stopped(status, Event(WARNING, c.REASON_UNKNOWN_TIME_ZONE, message))
     if spec.suspend:
         return _stopped(status)
     try:
         schedule = parse_schedule(spec.schedule)
     except CronSyntaxError as err:
         message = f'unparseable schedule: "{spec.schedule}" : {err}'
-        return _stopped(status, CronEvent(WARNING, "UnparseableSchedule", message))
+        return _stopped(status, Event(WARNING, c.REASON_UNPARSEABLE_SCHEDULE, message))
     return _run_due(inp, status, _Clock(schedule, loc, inp.now.astimezone(UTC)))
 
 
-def _stopped(status: CronStatus, *events: CronEvent) -> _Step:
+def _stopped(status: CronStatus, *events: Event) -> _Step:
     """A sync that starts nothing and waits for a change of the spec (no requeue)."""
     return _Step(replace(status, next_schedule_time=None), events)
 
@@ -344,7 +340,7 @@ def _run_due(inp: CronInput, status: CronStatus, clock: _Clock) -> _Step:
         )
     except InvalidSchedule as err:
         message = f"invalid schedule: {spec.schedule} : {err}"
-        return _stopped(status, CronEvent(WARNING, "InvalidSchedule", message))
+        return _stopped(status, Event(WARNING, c.REASON_INVALID_SCHEDULE, message))
     status, events = _give_up(status, due, spec.catch_up)
     if due.run is None or _already_processed(inp.name, status, due.run):
         return _finish(inp, clock, status, events)
@@ -363,7 +359,7 @@ def _base(inp: CronInput, status: CronStatus) -> datetime:
     return _later(base, status.last_missed_time) or base
 
 
-def _give_up(status: CronStatus, due: Due, catch_up: str) -> tuple[CronStatus, list[CronEvent]]:
+def _give_up(status: CronStatus, due: Due, catch_up: str) -> tuple[CronStatus, list[Event]]:
     """TooManyMissedTimes, MissSchedule (upstream's reason), and ``lastMissedTime``."""
     events = []
     if due.too_many:
@@ -372,7 +368,7 @@ def _give_up(status: CronStatus, due: Due, catch_up: str) -> tuple[CronStatus, l
             f"too many missed start times. {cut}Set or decrease .spec.startingDeadlineSeconds"
             " or check clock skew"
         )
-        events.append(CronEvent(WARNING, "TooManyMissedTimes", message))
+        events.append(Event(WARNING, c.REASON_TOO_MANY_MISSED_TIMES, message))
     if due.last_missed is None:
         return status, events
     latest = format_rfc1123z_utc(due.last_missed)
@@ -381,7 +377,7 @@ def _give_up(status: CronStatus, due: Due, catch_up: str) -> tuple[CronStatus, l
     else:
         many = f"more than {TOO_MANY_MISSED}" if due.missed > TOO_MANY_MISSED else due.missed
         message = f"Missed {many} scheduled times to start a job, the latest: {latest}"
-    events.append(CronEvent(WARNING, "MissSchedule", message))
+    events.append(Event(WARNING, c.REASON_MISS_SCHEDULE, message))
     return replace(status, last_missed_time=due.last_missed), events
 
 
@@ -391,19 +387,19 @@ def _already_processed(name: str, status: CronStatus, run: datetime) -> bool:
     return any(ref.name == job_name for ref in status.active) or status.last_schedule_time == run
 
 
-def _blocked(spec: CronSpec, active: tuple[ActiveRef, ...]) -> CronEvent | None:
+def _blocked(spec: CronSpec, active: tuple[ActiveRef, ...]) -> Event | None:
     """Why a due time waits for the active jobs, if it does."""
     if spec.concurrency_policy == FORBID and active:
         message = (
             "Not starting job because prior execution is running and concurrency policy is Forbid"
         )
-        return CronEvent(NORMAL, "JobAlreadyActive", message)
+        return Event(NORMAL, c.REASON_JOB_ALREADY_ACTIVE, message)
     cap = spec.max_active
     if spec.concurrency_policy == ALLOW and cap is not None and len(active) >= cap:
         message = (
             f"Not starting job because {len(active)} jobs are active and maxActiveJobs is {cap}"
         )
-        return CronEvent(NORMAL, "TooManyActive", message)
+        return Event(NORMAL, c.REASON_TOO_MANY_ACTIVE, message)
     return None
 
 
@@ -429,7 +425,7 @@ def _finish(
     inp: CronInput,
     clock: _Clock,
     status: CronStatus,
-    events: Iterable[CronEvent],
+    events: Iterable[Event],
     create: tuple[JobToCreate, ...] = (),
     delete: tuple[str, ...] = (),
     ran: datetime | None = None,

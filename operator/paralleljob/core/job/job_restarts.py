@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import Final
 
 from ... import constants as c
 from ...timeutil import truncate
@@ -26,7 +25,6 @@ from .job_restart_policy import JobRestartPolicy
 from .model import Condition, JobStatus, PodInfo
 
 #: The reason of the Warning Event a restart gets.
-REASON_RESTARTED: Final = "Restarted"
 
 
 def restarts_after(policy: JobRestartPolicy | None, status: JobStatus, failed: Condition) -> bool:

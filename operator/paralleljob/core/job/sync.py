@@ -42,7 +42,9 @@ from datetime import datetime
 
 from ... import constants as c
 from ...config import CoreConfig
+from ...constants import NORMAL, WARNING
 from ...timeutil import truncate
+from ..event import Event
 from . import display
 from .active_pods import active_pods, removal_key
 from .backoff import (
@@ -63,7 +65,6 @@ from .indexed import (
 )
 from .intervals import OrderedIntervals, intervals_total
 from .job_restarts import (
-    REASON_RESTARTED,
     restart_message,
     restarted_status,
     restarts_after,
@@ -100,9 +101,6 @@ from .tracking import (
     uids_with_finalizer,
 )
 from .ttl import process_ttl
-
-NORMAL = "Normal"
-WARNING = "Warning"
 
 
 @dataclass(frozen=True)
@@ -166,13 +164,6 @@ class SyncContext:
     @property
     def now(self) -> datetime:
         return self.inp.now
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -764,7 +755,7 @@ def _update_suspended_condition(
         # default): a newly suspended job has not started, so that its template's
         # scheduling directives may change until it resumes, which sets it again.
         suspended = replace(status, conditions=conditions, start_time=None)
-        return suspended, (Event(NORMAL, "Suspended", "Job suspended"),)
+        return suspended, (Event(NORMAL, c.REASON_SUSPENDED, "Job suspended"),)
     conditions, changed = ensure_condition(
         status.conditions, c.COND_SUSPENDED, "False", "JobResumed", "Job resumed", now
     )
@@ -772,7 +763,7 @@ def _update_suspended_condition(
         return replace(status, conditions=conditions), ()
     # activeDeadlineSeconds counts continuous activity: restart the clock.
     resumed = replace(status, conditions=conditions, start_time=truncate(now))
-    return resumed, (Event(NORMAL, "Resumed", "Job resumed"),)
+    return resumed, (Event(NORMAL, c.REASON_RESUMED, "Job resumed"),)
 
 
 def _update_pod_creation_condition(
@@ -789,7 +780,7 @@ def _update_pod_creation_condition(
             outcome.create_error,
             now,
         )
-        event = Event(WARNING, "FailedCreate", f"Error creating: {outcome.create_error}")
+        event = Event(WARNING, c.REASON_FAILED_CREATE, f"Error creating: {outcome.create_error}")
         return replace(status, conditions=conditions), (event,)
     if outcome.created > 0:
         conditions, _ = ensure_condition(
@@ -928,7 +919,7 @@ def _enact_job_finished(
     if policy is not None and restarts_after(policy, status, cond):
         status = restarted_status(status, suspended=ctx.job.spec.suspend, now=ctx.now)
         message = restart_message(cond, status.restarts, policy)
-        return status, (Event(WARNING, REASON_RESTARTED, message),)
+        return status, (Event(WARNING, c.REASON_RESTARTED, message),)
     conditions, _ = ensure_condition(
         status.conditions, cond.type, cond.status, cond.reason, cond.message, ctx.now
     )
@@ -942,9 +933,9 @@ def _job_finished_events(ctx: SyncContext, status: JobStatus, cond: Condition) -
     """recordJobFinished's events (its metric is counted by the shell)."""
     if cond.type != c.COND_COMPLETE:
         return (Event(WARNING, cond.reason, cond.message),)
-    completed = Event(NORMAL, "Completed", "Job completed")
+    completed = Event(NORMAL, c.REASON_COMPLETED, "Job completed")
     completions = ctx.job.spec.completions
     if completions is None or status.succeeded <= completions:
         return (completed,)
     too_many = "Too many succeeded pods running after completion count reached"
-    return (Event(WARNING, "TooManySucceededPods", too_many), completed)
+    return (Event(WARNING, c.REASON_TOO_MANY_SUCCEEDED_PODS, too_many), completed)
