@@ -64,17 +64,23 @@ def _int(value: object) -> int | None:
 
 def parse_cron_spec(spec: Mapping[str, Any]) -> CronSpec:
     """spec with the CRD's defaults (a stored object has them; an older one may not)."""
+    policy = str(spec.get("concurrencyPolicy") or "Allow")
+    catch_up = str(spec.get("catchUpPolicy") or "Latest")
+    if (catch_up, policy) == ("All", "Replace"):
+        # Refused by the CRD (each missed run would delete the one before it); an object
+        # stored before that rule catches up as a CronJob does, the latest run only.
+        catch_up = "Latest"
     success = _int(spec.get("successfulJobsHistoryLimit"))
     failed = _int(spec.get("failedJobsHistoryLimit"))
     return CronSpec(
         schedule=str(spec.get("schedule") or ""),
         time_zone=spec.get("timeZone") if isinstance(spec.get("timeZone"), str) else None,
         starting_deadline_seconds=_int(spec.get("startingDeadlineSeconds")),
-        concurrency_policy=str(spec.get("concurrencyPolicy") or "Allow"),
+        concurrency_policy=policy,
         suspend=spec.get("suspend") is True,
         successful_jobs_history_limit=3 if success is None else success,
         failed_jobs_history_limit=1 if failed is None else failed,
-        catch_up=str(spec.get("catchUpPolicy") or "Latest"),
+        catch_up=catch_up,
         max_active=_int(spec.get("maxActiveJobs")),
     )
 

@@ -226,3 +226,11 @@ def test_the_invalid_schedule_condition_set_kept_and_cleared() -> None:
     assert changed["lastTransitionTime"] == cond["lastTransitionTime"], "still True"
     [cleared] = schedule_conditions([cond], None, later)
     assert (cleared["status"], cleared["lastTransitionTime"]) == ("False", "2026-12-04T13:00:00Z")
+
+
+def test_all_with_replace_stored_before_the_crd_refused_it_catches_up_as_latest() -> None:
+    spec = parse_cron_spec(
+        {"schedule": "* * * * *", "catchUpPolicy": "All", "concurrencyPolicy": "Replace"}
+    )
+    assert (spec.catch_up, spec.concurrency_policy) == ("Latest", "Replace")
+    assert parse_cron_spec({"schedule": "* * * * *", "catchUpPolicy": "All"}).catch_up == "All"
