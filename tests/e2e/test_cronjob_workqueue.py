@@ -87,7 +87,7 @@ def test_a_cronjob_relaunches_the_work_queue_each_batch_drained_by_a_scheduled_j
             )
             show_jobs(k, SELECTOR, "the first batch drained")
             [ran_first] = drained_by(queue, [first])
-            assert_printed_as_the_seed_s_workload_3(k, ran_first)
+            assert_printed_as_the_seed_s_workload_3(k, ran_first, SELECTOR)
             # The Jobs finished before the second batch (a Job scheduled meanwhile is not).
             before = {j["metadata"]["name"] for j in jobs(k, SELECTOR) if terminal(j)}
 
@@ -103,7 +103,7 @@ def test_a_cronjob_relaunches_the_work_queue_each_batch_drained_by_a_scheduled_j
             ran_first, ran_second = drained_by(queue, [first, second])
             assert ran_first.isdisjoint(ran_second), "a finished Job took more items"
             assert not ran_second & before, "a Job that had finished came back"
-            assert_printed_as_the_seed_s_workload_3(k, ran_second)
+            assert_printed_as_the_seed_s_workload_3(k, ran_second, SELECTOR)
             for job in jobs(k, SELECTOR):
                 [owner] = job["metadata"]["ownerReferences"]
                 assert (owner["kind"], owner["name"]) == ("CronJob", NAME)
