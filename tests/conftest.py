@@ -123,6 +123,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "exclusive: changes what every other test on the cluster sees; never runs beside "
         "another test (with pytest-xdist, -n: deselected; make test runs these afterwards)",
     )
+    config.addinivalue_line(
+        "markers",
+        "warnings(*reasons): the Warning Events a test causes on purpose; tests/e2e fails a "
+        "test whose namespace holds a Warning of another reason (a happy path is quiet)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

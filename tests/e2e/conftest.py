@@ -22,7 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.wait import wait_until
 
-from .support import Kubectl, kubectl
+from .support import Kubectl, assert_quiet, expected_warnings, kubectl
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
@@ -52,6 +52,21 @@ def apply_crd() -> None:
         return got.stdout.split() == ["True", "True"]
 
     wait_until(established, timeout=60, what="the CRDs Established")
+
+
+@pytest.fixture
+def namespace(namespace: str, request: pytest.FixtureRequest) -> Iterator[str]:
+    """tests/conftest.py's fresh namespace, then, before it is deleted, its Warning
+    Events judged: a test whose body passed fails on one whose reason it did not declare
+    with ``@pytest.mark.warnings("Reason", ...)`` (a happy path is quiet). The fixtures
+    built on the namespace (the operator's, with its cleanup of the test's jobs) are torn
+    down first, so what the cleanup causes counts too."""
+    yield namespace
+    report = getattr(request.node, "rep_call", None)
+    # A body that failed, was skipped or xfailed has said what went wrong; a Warning
+    # reported on top would only bury that.
+    if report is not None and report.passed:
+        assert_quiet(namespace, expected_warnings(request.node))
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """Helpers for the end-to-end tests: the pinned kubectl, ParallelJob manifests, reading
 `kubectl get pj` exactly as a person sees it, and a pod watch that checks invariants on
-every event."""
+every event; and the check that a test's namespace holds no Warning Event it did not
+declare."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ import re
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import pytest
+
 from tests.support.wait import wait_until
+from tests.support.warning_events import MARKER, describe, unexpected_warnings
 
 FINALIZER = "paralleljob.dev/tracking"
 JOB_LABEL = "paralleljob.dev/job-name"
@@ -341,3 +345,29 @@ def kill_operator_as_pods_finish(
         operator.restart()
         kills += 1
     return kills
+
+
+def expected_warnings(node: pytest.Item | pytest.Collector) -> set[str]:
+    """The Warning reasons ``node`` (a test, or a module for a module's fixture) declares
+    with ``@pytest.mark.warnings(...)``: its own, its class's and its module's."""
+    reasons = {reason for mark in node.iter_markers(MARKER) for reason in mark.args}
+    wrong = sorted(repr(r) for r in reasons if not isinstance(r, str) or not r)
+    assert not wrong, f"{node.nodeid}: @pytest.mark.{MARKER} takes reasons (strings): {wrong}"
+    return reasons
+
+
+def assert_quiet(namespace: str, expected: Iterable[str]) -> None:
+    """Fails the test when ``namespace`` holds a Warning Event whose reason is not in
+    ``expected``: a happy path is quiet, and a test names the Warnings it causes.
+
+    Events still on their way (a recorder posts them asynchronously) are not waited
+    for: what the API server holds now is judged."""
+    allowed = set(expected)
+    listed = json.loads(
+        kubectl(
+            "get", "events", "-n", namespace, "--field-selector", "type=Warning", "-o", "json"
+        ).stdout
+    )
+    found = unexpected_warnings(listed, allowed)
+    if found:
+        pytest.fail(describe(namespace, found, allowed), pytrace=False)

@@ -128,6 +128,7 @@ def test_api_server_rejects_restart_policy_always(crd: None, k: Kubectl) -> None
 @pytest.mark.realnode
 @pytest.mark.parametrize("operator_settings", [{"PJ_POD_BACKOFF_BASE_SECONDS": "1"}], indirect=True)
 @pytest.mark.parametrize("limit", [2])
+@pytest.mark.warnings("BackoffLimitExceeded")
 def test_backoff_limit_p_ends_with_exactly_p_plus_1_failed_pods(
     operator: Operator, k: Kubectl, limit: int
 ) -> None:
@@ -145,6 +146,7 @@ def test_backoff_limit_p_ends_with_exactly_p_plus_1_failed_pods(
 
 
 @pytest.mark.realnode
+@pytest.mark.warnings("BackoffLimitExceeded")
 def test_a_failed_pod_is_replaced_after_10s_and_the_backoff_survives_sigkill(
     operator: Operator, k: Kubectl
 ) -> None:

@@ -75,6 +75,7 @@ def test_an_indexed_job_runs_one_pod_per_index_each_knowing_its_index(
 
 
 @pytest.mark.realnode
+@pytest.mark.warnings("PodFailurePolicy")
 def test_a_pod_failure_policy_ignores_exit_42_and_fails_the_job_at_once_on_exit_3(
     operator: Operator, k: Kubectl
 ) -> None:
@@ -122,6 +123,7 @@ def test_a_pod_failure_policy_ignores_exit_42_and_fails_the_job_at_once_on_exit_
 
 
 @pytest.mark.realnode
+@pytest.mark.warnings("FailedIndexes")
 def test_backoff_limit_per_index_fails_only_the_failing_index(
     operator: Operator, k: Kubectl
 ) -> None:

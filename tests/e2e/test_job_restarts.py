@@ -42,6 +42,7 @@ def _attempt_aware() -> dict[str, Any]:
 
 
 @pytest.mark.realnode
+@pytest.mark.warnings("Restarted", "BackoffLimitExceeded")
 def test_a_failing_job_restarts_until_max_restarts_then_fails(
     operator: Operator, k: Kubectl, core_v1: Any
 ) -> None:
@@ -80,6 +81,8 @@ def test_a_failing_job_restarts_until_max_restarts_then_fails(
 
 
 @pytest.mark.realnode
+# The first attempt fails (BackoffLimitExceeded) and is restarted, not failed: no Event of its own.
+@pytest.mark.warnings("Restarted")
 def test_a_restarted_job_completes_with_the_counts_of_its_own_attempt(
     operator: Operator, k: Kubectl
 ) -> None:

@@ -283,6 +283,9 @@ def plot(samples: list[Sample], maximum: int, path: Path) -> None:
     plt.close(fig)
 
 
+# The example is applied in one go: KEDA's scaler and the HPA (through KEDA's metrics
+# server) ask Redis for the backlog before its pod is up.
+@pytest.mark.warnings("KEDAScalerFailed", "FailedGetExternalMetric", "FailedComputeMetricsReplicas")
 def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
     operator: Operator, k: Kubectl, worker_image: str, keda: None
 ) -> None:
@@ -378,6 +381,8 @@ def _condition(obj: dict[str, Any], ctype: str) -> str | None:
     return None
 
 
+# KEDA's scaler polls Redis before its pod, applied with the ScaledJob, is up.
+@pytest.mark.warnings("KEDAScalerFailed")
 def test_keda_scaledjob_starts_a_job_run_by_the_operator_only_while_the_stream_has_lag(
     operator: Operator, k: Kubectl, worker_image: str, keda: None, core_v1: Any
 ) -> None:

@@ -89,6 +89,8 @@ def overlap(pods: list[dict[str, Any]]) -> int:
     return most
 
 
+# Kueue's scheduler posts Pending on the Workload of a pod that does not fit the quota yet.
+@pytest.mark.warnings("Pending")
 def test_a_paralleljob_s_pods_wait_in_a_kueue_queue_for_quota(
     operator: Operator, namespace: str, k: Kubectl, example: list[dict[str, Any]]
 ) -> None:

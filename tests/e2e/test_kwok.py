@@ -62,6 +62,7 @@ def test_work_queue_parallelism_50(operator: Operator, k: Kubectl) -> None:
 @pytest.mark.parametrize(
     "operator_settings", [{"PJ_POD_BACKOFF_BASE_SECONDS": "0.1"}], indirect=True
 )
+@pytest.mark.warnings("BackoffLimitExceeded")
 def test_backoff_limit_with_many_failing_pods(operator: Operator, k: Kubectl, core_v1: Any) -> None:
     """Pods fail four at a time; the back-off counts every failure since the last
     success (10 at once would mean 2^9 x base), hence the small base here."""

@@ -31,6 +31,7 @@ def _creation_failed(k: Kubectl, name: str) -> dict[str, Any]:
     return cond
 
 
+@pytest.mark.warnings("FailedCreate")
 def test_a_rejected_pod_template_is_reported_and_retried(operator: Operator, k: Kubectl) -> None:
     # Two jobs whose pods the API server refuses: one for good (no image: its template is
     # immutable, as a Job's, so it stays refused), one until its service account exists.
@@ -133,6 +134,7 @@ def test_a_job_started_then_suspended_resumes_with_the_template_edited_meanwhile
 NEW_REQUESTS = {"requests": {"cpu": "20m", "memory": "16Mi"}}
 
 
+@pytest.mark.warnings("DeadlineExceeded")
 def test_active_deadline_fails_the_job_and_deletes_its_pods(operator: Operator, k: Kubectl) -> None:
     name = "deadline"
     k.create_pj(
@@ -162,6 +164,8 @@ def test_ttl_after_finished_deletes_the_job_and_its_pods(operator: Operator, k: 
     wait_until(lambda: k.pods(name) == [], timeout=60, what="its pods deleted")
 
 
+# The kubelet's BackOff: it restarts the crashed container in place, after a back-off.
+@pytest.mark.warnings("BackoffLimitExceeded", "BackOff")
 def test_on_failure_container_restarts_count_against_the_backoff_limit(
     operator: Operator, k: Kubectl, core_v1: Any
 ) -> None:
@@ -203,6 +207,7 @@ def test_unset_completions_and_parallelism_default_to_1_as_for_a_job(
 
 
 @pytest.mark.parametrize("operator_settings", [{"PJ_LIVENESS_STALL_SECONDS": "3"}], indirect=True)
+@pytest.mark.warnings("FailedCreate")
 def test_liveness_probe_reports_progress_and_tolerates_retries(
     operator: Operator, k: Kubectl
 ) -> None:

@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.kwok]
 P = "paralleljob_controller_"
 
 
+@pytest.mark.warnings("BackoffLimitExceeded")
 def test_metrics_count_the_pods_and_jobs_that_finished(operator: Operator, k: Kubectl) -> None:
     before = operator.metrics()
 

@@ -92,6 +92,8 @@ def boundaries(after: datetime, until: datetime) -> set[datetime]:
     return found
 
 
+# Latest and Skip report the minutes they did not run (the test asserts it); All runs them.
+@pytest.mark.warnings("MissSchedule")
 def test_each_catch_up_policy_across_an_operator_outage(operator: Operator, k: Kubectl) -> None:
     """Three ParallelCronJobs, every minute, one per policy. Each runs once; the operator is
     stopped for OUTAGE_MINUTES minute boundaries, then started: Latest runs the latest
@@ -196,6 +198,7 @@ def test_next_schedule_time_and_the_printed_columns(operator: Operator, k: Kubec
 
 
 @pytest.mark.cluster
+@pytest.mark.warnings("UnparseableSchedule")
 def test_an_unparseable_schedule_is_a_condition_and_an_event(
     operator: Operator, k: Kubectl
 ) -> None:

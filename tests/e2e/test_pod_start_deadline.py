@@ -89,6 +89,8 @@ def _assert_failed_by_its_deadline(pod: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.mark.cluster
+# The scheduler's FailedScheduling: no node matches the pods' nodeSelector.
+@pytest.mark.warnings("FailedScheduling", "PodStartDeadlineExceeded", "BackoffLimitExceeded")
 def test_pods_never_scheduled_are_failed_and_replaced_until_backoff_limit_exceeded(
     operator: Operator, k: Kubectl, core_v1: Any
 ) -> None:
@@ -133,6 +135,7 @@ def test_pods_never_scheduled_are_failed_and_replaced_until_backoff_limit_exceed
 
 
 @pytest.mark.cluster
+@pytest.mark.warnings("FailedScheduling", "PodStartDeadlineExceeded", "PodFailurePolicy")
 def test_a_fail_job_rule_on_the_condition_fails_the_job_at_once(
     operator: Operator, k: Kubectl, core_v1: Any
 ) -> None:
@@ -174,6 +177,8 @@ def test_a_fail_job_rule_on_the_condition_fails_the_job_at_once(
 
 
 @pytest.mark.realnode
+# The kubelet's Failed (ErrImagePull) and BackOff (ImagePullBackOff) on the pod.
+@pytest.mark.warnings("Failed", "BackOff", "PodStartDeadlineExceeded", "BackoffLimitExceeded")
 def test_a_pod_whose_image_is_never_pulled_is_failed_on_its_node(
     operator: Operator, k: Kubectl, core_v1: Any
 ) -> None:

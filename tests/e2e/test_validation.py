@@ -22,7 +22,7 @@ import pytest
 from tests.support.wait import wait_until
 
 from .conftest import apply_crd
-from .support import BUSYBOX, kubectl, parse_table
+from .support import BUSYBOX, assert_quiet, expected_warnings, kubectl, parse_table
 
 pytestmark = pytest.mark.cluster
 
@@ -1046,15 +1046,23 @@ UPDATES = [
 
 
 @pytest.fixture(scope="module")
-def ns(kubeconfig: str) -> Iterator[str]:
+def ns(kubeconfig: str, request: pytest.FixtureRequest) -> Iterator[str]:
     """One namespace for the module, with the CRD applied once as the ``crd`` fixture
-    applies it (that fixture is per test: 100 applies would triple the module's time)."""
+    applies it (that fixture is per test: 100 applies would triple the module's time).
+
+    Its Warning Events are judged once, at the module's end, as conftest.py's
+    ``namespace`` judges a test's (one listing, not one per test: no operator runs, so
+    nothing here should post any); then only if no test failed while it was in use (a
+    failure has said what went wrong)."""
     apply_crd()
     name = f"pj-validation-{uuid.uuid4().hex[:8]}"
     kubectl("create", "namespace", name)
     kubectl("label", "namespace", name, "paralleljob.dev/test=true")
+    failed_before = request.session.testsfailed
     try:
         yield name
+        if request.session.testsfailed == failed_before:
+            assert_quiet(name, expected_warnings(request.node))
     finally:
         kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found", check=False)
 

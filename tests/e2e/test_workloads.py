@@ -21,6 +21,7 @@ def _show(k: Kubectl, name: str, when: str) -> None:
     print(f"\n$ kubectl get pj {name}   # {when}\n{k.get_pj_text(name)}", end="")
 
 
+@pytest.mark.warnings("BackoffLimitExceeded")
 def test_1_single_job_with_backoff_limit_0_runs_exactly_one_pod(
     operator: Operator, k: Kubectl
 ) -> None:

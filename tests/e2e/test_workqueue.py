@@ -224,6 +224,7 @@ def test_a_poison_item_is_dead_lettered_and_the_job_completes(
     assert (group["lag"], group["pending"]) == (0, 0), group
 
 
+@pytest.mark.warnings("BackoffLimitExceeded")
 def test_redis_down_pods_fail_with_one_line_and_backoff_limit_applies(
     operator: Operator, k: Kubectl, worker_image: str
 ) -> None:
