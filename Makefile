@@ -79,7 +79,7 @@ fuzz: prereqs build venv ## Fuzz tests only (tests/fuzz); FUZZ_EXAMPLES=N exampl
 test-keda: prereqs build venv ## The KEDA autoscaling e2e test at full size (300 items; make test runs 150)
 	KEDA_ITEMS=300 $(VENV)/bin/pytest -s tests/e2e/test_keda.py
 
-test-schedule: prereqs build venv ## The ParallelCronJob e2e tests: catch-up across a 5-minute outage (OUTAGE_MINUTES; make test: 2), healthy schedules for 10 minutes (QUIET_MINUTES; make test: 3)
+test-schedule: prereqs build venv ## The ParallelCronJob e2e tests: catch-up across a 5-minute outage (OUTAGE_MINUTES; make test: 2), healthy schedules for 10 minutes (QUIET_MINUTES; make test: 2)
 	PJ_SCHEDULE_OUTAGE_MINUTES=$(or $(OUTAGE_MINUTES),5) PJ_SCHEDULE_QUIET_MINUTES=$(or $(QUIET_MINUTES),10) $(VENV)/bin/pytest -n 3 tests/e2e/test_parallel_cron_job.py tests/e2e/test_parallelcronjob_workqueue.py
 
 chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run, 10 leader pauses

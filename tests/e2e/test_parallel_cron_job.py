@@ -254,9 +254,9 @@ def test_the_api_server_refuses_what_the_crd_can_tell(crd: None, k: Kubectl) -> 
         assert message in refused.stderr, (change, refused.stderr)
 
 
-#: How long the healthy schedules run: 3 minutes in `make test`, the issue's 10 with
+#: How long the healthy schedules run: 2 minutes in `make test`, the issue's 10 with
 #: `make test-schedule` (PJ_SCHEDULE_QUIET_MINUTES).
-QUIET_MINUTES = int(os.environ.get("PJ_SCHEDULE_QUIET_MINUTES", "3"))
+QUIET_MINUTES = int(os.environ.get("PJ_SCHEDULE_QUIET_MINUTES", "2"))
 
 
 def _active_names(k: Kubectl, name: str) -> tuple[set[str], set[str]]:
