@@ -285,7 +285,12 @@ def plot(samples: list[Sample], maximum: int, path: Path) -> None:
 
 # The example is applied in one go: KEDA's scaler and the HPA (through KEDA's metrics
 # server) ask Redis for the backlog before its pod is up.
-@pytest.mark.warnings("KEDAScalerFailed", "FailedGetExternalMetric", "FailedComputeMetricsReplicas")
+@pytest.mark.warnings(
+    "KEDAScalerFailed",
+    "FailedGetExternalMetric",
+    "FailedComputeMetricsReplicas",
+    "ScaledObjectDeleted",
+)
 def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
     operator: Operator, k: Kubectl, worker_image: str, keda: None
 ) -> None:
@@ -382,7 +387,7 @@ def _condition(obj: dict[str, Any], ctype: str) -> str | None:
 
 
 # KEDA's scaler polls Redis before its pod, applied with the ScaledJob, is up.
-@pytest.mark.warnings("KEDAScalerFailed")
+@pytest.mark.warnings("KEDAScalerFailed", "ScaledJobDeleted")
 def test_keda_scaledjob_starts_a_job_run_by_the_operator_only_while_the_stream_has_lag(
     operator: Operator, k: Kubectl, worker_image: str, keda: None, core_v1: Any
 ) -> None:
