@@ -88,7 +88,7 @@ ns=$PJ_SYSTEM_NAMESPACE
 # A pod left crash-looping by an earlier deploy of the same spec would stay in
 # its back-off: replace it, so that this deploy's configuration is what is judged.
 kubectl -n "$ns" get pods -l app.kubernetes.io/component=operator -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.status.containerStatuses[0].restartCount}{"\t"}{.status.containerStatuses[0].ready}{"\n"}{end}' 2>/dev/null \
-  | awk -F'\t' '$2 > 0 && $3 != "true" {print $1}' | xargs -r kubectl -n "$ns" delete pod --wait=false >&2
+  | awk -F'\t' '$2 > 0 && $3 != "true" {print $1}' | xargs -r kubectl -n "$ns" delete pod --ignore-not-found --wait=false >&2
 deadline=$((SECONDS + ${PJ_ROLLOUT_TIMEOUT:-180}))
 until kubectl -n "$ns" rollout status deployment/paralleljob-operator --timeout=5s >/dev/null 2>&1; do
   stuck=$(kubectl -n "$ns" get pods -l app.kubernetes.io/component=operator -o jsonpath='{range .items[*]}{.metadata.name}{"\t"}{.spec.containers[0].image}{"\t"}{.status.containerStatuses[0].restartCount}{"\t"}{.status.containerStatuses[0].state.waiting.reason}{"\t"}{.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null \
