@@ -73,3 +73,19 @@ def test_the_kubelet_s_token_volume_mount_retry_on_a_busy_machine_is_tolerated()
     }
     # Only that message: a volume of the test's own that fails to mount still fails it.
     assert [w.message for w in unexpected_warnings(events, ())] == [other]
+
+
+def test_a_readiness_probe_failing_while_its_container_starts_is_tolerated() -> None:
+    def unhealthy(message: str) -> dict[str, Any]:
+        return {
+            "type": "Warning",
+            "reason": "Unhealthy",
+            "involvedObject": {"kind": "Pod", "name": "redis-1"},
+            "message": message,
+            "count": 1,
+        }
+
+    ready = "Readiness probe failed: Could not connect to Redis at 127.0.0.1:6379: refused"
+    live = "Liveness probe failed: Could not connect to Redis at 127.0.0.1:6379: refused"
+    events = {"items": [unhealthy(ready), unhealthy(live)]}
+    assert [w.message for w in unexpected_warnings(events, ())] == [live]
