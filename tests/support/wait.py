@@ -18,19 +18,31 @@ def _timed_out(timeout: float, what: str, last: object) -> ConditionTimeout:
     return ConditionTimeout(f"timed out after {timeout:.0f}s waiting for {what}; last: {last!r}")
 
 
+#: Without an ``interval``, polling starts at FIRST_INTERVAL and grows by BACKOFF up to
+#: MAX_INTERVAL: a probe is mostly a kubectl process (about 0.1 s of CPU on this
+#: machine, and a TLS handshake for the API server), so a test that waits a minute at a
+#: fixed 0.2 s kept a third of a core busy doing nothing; a quick condition is still
+#: seen within a fifth of a second.
+FIRST_INTERVAL = 0.2
+BACKOFF = 1.5
+MAX_INTERVAL = 1.0
+
+
 def wait_until(
     probe: Callable[[], T | None],
     *,
     timeout: float,
     what: str,
-    interval: float = 0.2,
+    interval: float | None = None,
 ) -> T:
     """Polls ``probe`` until it returns a truthy value and returns that value.
 
-    Raises ConditionTimeout naming ``what`` and the last value seen, so a failure
-    says what was expected and what was there instead.
+    ``interval`` fixes the period between two looks; without it the period backs off
+    (FIRST_INTERVAL to MAX_INTERVAL). Raises ConditionTimeout naming ``what`` and the
+    last value seen, so a failure says what was expected and what was there instead.
     """
     deadline = time.monotonic() + timeout
+    period = FIRST_INTERVAL if interval is None else interval
     last: T | None = None
     while True:
         last = probe()
@@ -38,7 +50,9 @@ def wait_until(
             return last
         if time.monotonic() >= deadline:
             raise _timed_out(timeout, what, last)
-        time.sleep(interval)
+        time.sleep(period)
+        if interval is None:
+            period = min(period * BACKOFF, MAX_INTERVAL)
 
 
 async def wait_until_async(
