@@ -337,6 +337,9 @@ start_containerd() {
 # Service not yet synced) a connection to it follows the default route off the
 # machine (seen: the availability check, which skips TLS verification, got a
 # 404 from outside).
+# OwnerReferencesPermissionEnforcement, as hardened clusters (OpenShift) run it: an
+# owner reference that blocks its owner's deletion needs update on the owner's
+# finalizers, so the deployed operator's RBAC is tested under it.
 start_apiserver() {
   start kube-apiserver "$KUBE_BIN/kube-apiserver" \
     --etcd-servers=http://127.0.0.1:2379 \
@@ -352,7 +355,7 @@ start_apiserver() {
     --service-account-signing-key-file="$PKI_DIR/sa.key" \
     --service-cluster-ip-range="$SERVICE_CIDR" \
     --authorization-mode=Node,RBAC \
-    --enable-admission-plugins=NodeRestriction \
+    --enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement \
     --requestheader-client-ca-file="$PKI_DIR/front-proxy-ca.crt" \
     --requestheader-allowed-names=front-proxy-client \
     --requestheader-extra-headers-prefix=X-Remote-Extra- \

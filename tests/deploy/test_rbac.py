@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.docs import NAMESPACE_RBAC, Rule
@@ -76,3 +78,53 @@ def test_users_get_parallel_jobs_through_aggregation(deployed: Kubectl) -> None:
         # The aggregation controller fills the built-in roles asynchronously.
         pj = wait_until(aggregated, timeout=30, what=f"ParallelJob rules aggregated into {role}")
         assert not set(not_verbs) & pj, (role, pj)
+
+
+# What the operator creates with an owner reference that blocks the owner's deletion:
+# (the child's apiVersion, kind, plural), (the owner's apiVersion, kind).
+BLOCKING_OWNERS = [
+    (("v1", "Pod", "pods"), ("paralleljob.dev/v1alpha1", "ParallelJob")),
+    (("v1", "Pod", "pods"), ("batch/v1", "Job")),
+    (
+        ("paralleljob.dev/v1alpha1", "ParallelJob", "paralleljobs"),
+        ("paralleljob.dev/v1alpha1", "ParallelCronJob"),
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("child", "owner"), BLOCKING_OWNERS, ids=[f"{o[1]}-owns-{c[1]}" for c, o in BLOCKING_OWNERS]
+)
+def test_owner_references_that_block_deletion_are_admitted(
+    deployed: Kubectl, child: tuple[str, str, str], owner: tuple[str, str]
+) -> None:
+    """The clusters here run OwnerReferencesPermissionEnforcement, as hardened ones do: a
+    blockOwnerDeletion reference needs update on the owner's finalizers. A server-side
+    dry run goes through admission, so nothing is created."""
+    (api_version, kind, _), (owner_api_version, owner_kind) = child, owner
+    container = {"name": "main", "image": "busybox:1.35.0"}
+    pod_spec: dict[str, object] = {"containers": [container], "restartPolicy": "Never"}
+    spec = pod_spec if kind == "Pod" else {"template": {"spec": pod_spec}}
+    body = {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {
+            "name": "rbac-blocking-owner",
+            "ownerReferences": [
+                {
+                    "apiVersion": owner_api_version,
+                    "kind": owner_kind,
+                    "name": "owner",
+                    "uid": "00000000-0000-0000-0000-000000000001",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": spec,
+    }
+    result = deployed.run(
+        "create", "--dry-run=server", f"--as={OPERATOR}", "-n", "default", "-f", "-",
+        input=json.dumps(body), check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
