@@ -90,6 +90,25 @@ def test_operator_runs_from_its_image(deployed: Kubectl) -> None:
         assert status["restartCount"] == 0, "the operator restarted: liveness failing or crashing"
 
 
+@pytest.mark.parametrize("zone", ["America/New_York", "US/Eastern", "Etc/GMT+5"])
+def test_the_image_knows_every_time_zone_without_the_systems_database(
+    deployed: Kubectl, zone: str
+) -> None:
+    """A ParallelCronJob's timeZone is read from the tzdata package the image installs:
+    with the system's zone database hidden (PYTHONTZPATH empty), a zone and a backward
+    link (US/Eastern) still load, so no base image turns them into UnknownTimeZone."""
+    [pod, *_] = _operator_pods(deployed)
+    code = (
+        "from paralleljob.core.cron.cron_schedule import load_time_zone; "
+        f"print(load_time_zone({zone!r}))"
+    )
+    result = deployed.run(
+        "-n", SYSTEM_NAMESPACE, "exec", pod["metadata"]["name"], "--",
+        "env", "PYTHONTZPATH=", "python3", "-c", code, check=False,
+    )  # fmt: skip
+    assert (result.returncode, result.stdout.strip()) == (0, zone), result.stderr
+
+
 def test_one_replica_leads_and_the_other_stands_by(deployed: Kubectl) -> None:
     leader = _leader(deployed)
     lease = deployed.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)["spec"]

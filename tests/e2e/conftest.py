@@ -85,8 +85,16 @@ def _free_port() -> int:
 class Operator:
     """The operator as a subprocess: start, SIGKILL, restart; its log on failure."""
 
-    def __init__(self, namespace: str, log_dir: Path, env: dict[str, str]) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        log_dir: Path,
+        env: dict[str, str],
+        more_namespaces: tuple[str, ...] = (),
+    ) -> None:
         self.namespace = namespace
+        #: Watched besides ``namespace`` (each one more --namespace).
+        self.more_namespaces = more_namespaces
         self.log_dir = log_dir
         # The kubernetes client writes a kubeconfig's embedded certificates to temp files
         # and deletes them at exit, which a SIGKILLed operator never reaches: its files
@@ -114,8 +122,7 @@ class Operator:
         self.proc = subprocess.Popen(
             [
                 str(OPERATOR_BIN),
-                "--namespace",
-                self.namespace,
+                *(f"--namespace={ns}" for ns in (self.namespace, *self.more_namespaces)),
                 "--liveness-port",
                 str(self.port),
                 "--metrics-port",

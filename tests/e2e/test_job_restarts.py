@@ -5,6 +5,7 @@ Not a Job's behaviour: kubernetes/kubernetes#77396, jobset#1129."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -133,3 +134,24 @@ def test_the_policy_is_validated(crd: None, k: Kubectl) -> None:
         refused = k.patch_pj(name, {"spec": {"restartPolicy": policy}}, check=False)
         assert refused.returncode != 0, policy
         assert message in refused.stderr, (policy, refused.stderr)
+
+
+@pytest.mark.cluster
+def test_the_attempt_label_is_refused_in_the_template(crd: None, k: Kubectl) -> None:
+    """The label is the operator's: the API server refuses a ParallelJob whose template
+    carries it, and says why (a first attempt's pods would count as attempt N)."""
+    template = busybox_template("true")
+    template["metadata"] = {"labels": {ATTEMPT_LABEL: "1"}}
+    body = {
+        "apiVersion": "paralleljob.dev/v1alpha1",
+        "kind": "ParallelJob",
+        "metadata": {"name": "reserved-label"},
+        "spec": {"completions": 1, "template": template},
+    }
+    refused = k.run("create", "-f", "-", input=json.dumps(body), check=False)
+    assert refused.returncode != 0
+    assert (
+        "spec.template.metadata.labels: Forbidden: the label paralleljob.dev/restart-attempt "
+        "is reserved: the operator labels the pods of each restart attempt "
+        "(spec.restartPolicy) with it"
+    ) in refused.stderr, refused.stderr

@@ -19,7 +19,7 @@ from paralleljob.runtime.events import COMPONENT
 from tests.support.wait import wait_until
 
 from .conftest import Operator
-from .support import Kubectl, PodWatch, busybox_template, phase
+from .support import BUSYBOX, Kubectl, PodWatch, busybox_template, phase
 
 TYPE = c.POD_COND_START_DEADLINE_EXCEEDED
 REASON = c.REASON_POD_START_DEADLINE_EXCEEDED
@@ -53,6 +53,8 @@ class LastSeen:
     def __init__(self) -> None:
         self.pods: dict[str, dict[str, Any]] = {}
         self.waited: set[str] = set()
+        #: The init containers (sidecars included) ever seen running or finished.
+        self.init_ran: set[str] = set()
         self._lock = threading.Lock()
 
     def __call__(self, pods: dict[str, dict[str, Any]]) -> None:
@@ -62,6 +64,9 @@ class LastSeen:
                 for status in pod.get("status", {}).get("containerStatuses") or []:
                     waiting = status.get("state", {}).get("waiting") or {}
                     self.waited.add(str(waiting.get("reason", "")))
+                for status in pod.get("status", {}).get("initContainerStatuses") or []:
+                    if {"running", "terminated"} & set(status.get("state") or {}):
+                        self.init_ran.add(str(status.get("name")))
 
     def all(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -73,7 +78,7 @@ def _warnings(k: Kubectl, name: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in items if e.get("reason") == reason]
 
 
-def _assert_failed_by_its_deadline(pod: dict[str, Any]) -> dict[str, Any]:
+def _assert_failed_by_its_deadline(pod: dict[str, Any], deadline: int = DEADLINE) -> dict[str, Any]:
     """The pod as last seen: Failed with the condition, written no sooner than its
     deadline (both times in whole seconds) and not long after it, then deleted."""
     name = pod["metadata"]["name"]
@@ -82,9 +87,9 @@ def _assert_failed_by_its_deadline(pod: dict[str, Any]) -> dict[str, Any]:
     cond = _condition(pod, TYPE)
     assert cond is not None, (name, pod["status"])
     assert (cond["status"], cond["reason"]) == ("True", REASON)
-    assert f"within podStartDeadlineSeconds ({DEADLINE}s)" in cond["message"]
+    assert f"within podStartDeadlineSeconds ({deadline}s)" in cond["message"]
     waited = _time(cond["lastTransitionTime"]) - _time(pod["metadata"]["creationTimestamp"])
-    assert DEADLINE <= waited.total_seconds() <= DEADLINE + 10, (name, waited)
+    assert deadline <= waited.total_seconds() <= deadline + 10, (name, waited)
     return cond
 
 
@@ -176,21 +181,41 @@ def test_a_fail_job_rule_on_the_condition_fails_the_job_at_once(
     assert len(_warnings(k, name, REASON)) == 1
 
 
+#: What runs before the main container: nothing; an init container that succeeds; a
+#: native sidecar (an init container with restartPolicy Always, as meshes inject). Those
+#: two get a deadline they run well within, so the pod is judged after they ran.
+BEFORE_MAIN: dict[str, tuple[dict[str, Any] | None, int]] = {
+    "alone": (None, DEADLINE),
+    "after an init container": ({"name": "init", "command": ["true"]}, 15),
+    "beside a native sidecar": (
+        {"name": "sidecar", "command": ["sleep", "3600"], "restartPolicy": "Always"},
+        15,
+    ),
+}
+
+
 @pytest.mark.realnode
 # The kubelet's Failed (ErrImagePull) and BackOff (ImagePullBackOff) on the pod.
 @pytest.mark.warnings("Failed", "BackOff", "PodStartDeadlineExceeded", "BackoffLimitExceeded")
+@pytest.mark.parametrize("before", list(BEFORE_MAIN))
 def test_a_pod_whose_image_is_never_pulled_is_failed_on_its_node(
-    operator: Operator, k: Kubectl, core_v1: Any
+    operator: Operator, k: Kubectl, core_v1: Any, before: str
 ) -> None:
     """Scheduled to the real node, its container waits on an image no registry has
     (ErrImagePull, ImagePullBackOff): failed by the operator, the kubelet keeps it Failed
-    and tears it down, and the job fails at backoffLimit 0."""
+    and tears it down, and the job fails at backoffLimit 0. An init container that ran,
+    or a sidecar that runs, does not make the pod started."""
     name = "never-pulled"
     template = busybox_template("true")
     template["spec"]["nodeSelector"] = {"paralleljob.dev/node-type": "real"}
     container = template["spec"]["containers"][0]
     container["image"] = "registry.invalid/paralleljob/never-pulled:1"
     container["imagePullPolicy"] = "Always"
+    init, deadline = BEFORE_MAIN[before]
+    if init is not None:
+        template["spec"]["initContainers"] = [
+            {"image": BUSYBOX, "imagePullPolicy": "IfNotPresent", **init}
+        ]
     seen = LastSeen()
     with PodWatch(core_v1, k.ns, name, check=seen) as watch:
         k.create_pj(
@@ -199,13 +224,14 @@ def test_a_pod_whose_image_is_never_pulled_is_failed_on_its_node(
             completions=1,
             parallelism=1,
             backoffLimit=0,
-            podStartDeadlineSeconds=DEADLINE,
+            podStartDeadlineSeconds=deadline,
         )
         wait_until(lambda: k.finished(name), timeout=90, what=f"{name} to fail")
         wait_until(lambda: k.pods(name) == [], timeout=90, what="the pod torn down and gone")
     assert watch.errors == []
     [pod] = seen.all()
-    _assert_failed_by_its_deadline(pod)
+    _assert_failed_by_its_deadline(pod, deadline)
+    assert seen.init_ran == ({init["name"]} if init else set()), "judged after it ran"
     assert pod["spec"].get("nodeName"), "scheduled: the kubelet had it"
     assert {"ErrImagePull", "ImagePullBackOff"} & seen.waited, seen.waited
     statuses = pod["status"].get("containerStatuses") or []

@@ -206,12 +206,17 @@ class FakeApi:
 
         return self._call(Call("remove_pod_finalizer", name), remove)
 
-    async def fail_pod(self, namespace: str, name: str, uid: str, condition: JsonDict) -> JsonDict:
+    async def fail_pod(
+        self, namespace: str, name: str, uid: str, resource_version: str, condition: JsonDict
+    ) -> JsonDict:
         """The pod Failed, with ``condition`` among the conditions a pod failure policy
-        reads (one of its type replaced), as parse_pod would read the pod back."""
+        reads (one of its type replaced), as parse_pod would read the pod back; a conflict
+        if the pod's ``unstarted_version`` is not ``resource_version`` (when given)."""
 
         def fail() -> JsonDict:
             pod = self._pod(name, uid)
+            if resource_version and pod.unstarted_version != resource_version:
+                raise ApiError(409, "Conflict", "the object has been modified")
             facts = pod.failure or PodFailureFacts(namespace=pod.namespace, name=pod.name)
             added = PodCondition(type=condition["type"], status=condition["status"])
             kept = tuple(x for x in facts.conditions if x.type != added.type)

@@ -180,16 +180,23 @@ class PodWriter:
         return True
 
     async def _fail_pod(self, rt: JobRuntime, pod: PodInfo, condition: Condition) -> bool:
-        """The phase Failed and ``condition`` on the pod; whether they were written. The
-        next sync waits for the cache to show the version written (read-your-writes:
-        until then the pod would look unstarted). A pod already gone was not failed by
-        this write: no Event says it was."""
+        """The phase Failed and ``condition`` on the pod, if it is still the version the
+        decision was made on; whether they were written. The next sync waits for the
+        cache to show the version written (read-your-writes: until then the pod would
+        look unstarted). A pod already gone was not failed by this write, and one that
+        changed (a container may have started) is judged again by the next sync: no
+        Event says either was."""
         try:
             failed = await self.api.fail_pod(
-                rt.namespace, pod.name, pod.uid, condition_to_dict(condition)
+                rt.namespace, pod.name, pod.uid, pod.unstarted_version, condition_to_dict(condition)
             )
         except ApiError as exc:
-            if not exc.not_found:
+            if exc.conflict:
+                log.info(
+                    "%s/%s: pod %s changed since it was judged unstarted; judged again",
+                    rt.namespace, rt.name, pod.name,
+                )  # fmt: skip
+            elif not exc.not_found:
                 self.recorder.record(
                     rt.ref, c.WARNING, c.REASON_FAILED_DELETE, f"Error deleting: {exc.message}"
                 )

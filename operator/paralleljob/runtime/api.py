@@ -68,11 +68,15 @@ class PodControl(Protocol):
         returns the pod as stored."""
         ...
 
-    async def fail_pod(self, namespace: str, name: str, uid: str, condition: JsonDict) -> JsonDict:
+    async def fail_pod(
+        self, namespace: str, name: str, uid: str, resource_version: str, condition: JsonDict
+    ) -> JsonDict:
         """Sets the phase of the pod with this ``uid`` to Failed and adds (or updates, by
         its type) the pod ``condition``, in one write of its status (as the pod GC's
-        markFailedAndDeletePodWithCondition, through utilpod.PatchPodStatus); returns the
-        pod as stored. Not upstream's job controller: podStartDeadlineSeconds."""
+        markFailedAndDeletePodWithCondition, through utilpod.PatchPodStatus), unless the
+        pod changed since ``resource_version`` ("": whatever its version; a conflict
+        otherwise); returns the pod as stored. Not upstream's job controller:
+        podStartDeadlineSeconds."""
         ...
 
     async def adopt_pod(

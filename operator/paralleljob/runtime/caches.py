@@ -348,7 +348,7 @@ class Caches:
         def cache_version(resource: str, namespace: str) -> int | None:
             scoped = informers[resource]
             informer = scoped.get(namespace) or scoped.get("")
-            return version_number(informer.resource_version) if informer else None
+            return version_number(informer.applied_version) if informer else None
 
         return cache_version
 

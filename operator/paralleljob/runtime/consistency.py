@@ -12,8 +12,10 @@ that read a cache older than its own writes could act twice on what it already d
 The operator's expectations (expectations.py) already hold back what a sync would
 redo by pod UID, and a job's runtime keeps the job as its own writes returned it; this
 is the same guard upstream added on top, by resourceVersion, for every write. As
-upstream's, it fails open: a cache whose version is unknown (listing again) or a
-version that is not a number does not hold a sync back.
+upstream's, it fails open on a version that is not a number. Not on a cache listing
+again after a 410 Gone: its store is still the one from before the gap, so it reports the
+version it had applied until the new listing is in (informer.py's ``applied_version``),
+and a job's write newer than that holds its sync back until then.
 """
 
 from __future__ import annotations

@@ -111,7 +111,12 @@ class Informer(Generic[T]):
         self.store: dict[str, T] = {}
         #: Set once the first listing has been applied.
         self.synced = asyncio.Event()
+        #: Where the next watch resumes; "" to list again (after a 410 Gone).
         self.resource_version = ""
+        #: The newest resourceVersion the store has applied, kept while listing again:
+        #: read-your-writes (consistency.py) holds a sync back until the new listing is
+        #: in, rather than failing open on the store from before the gap.
+        self.applied_version = ""
         #: How many times the informer has listed (the first listing included).
         self.lists = 0
         #: While catching up: the resourceVersion to reach, and whether it is reached.
@@ -226,6 +231,7 @@ class Informer(Generic[T]):
 
     def _at_version(self, resource_version: str) -> None:
         self.resource_version = resource_version
+        self.applied_version = resource_version
         if self._target is not None and self._reached(self._target):
             self._caught_up.set()
 

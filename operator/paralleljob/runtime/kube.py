@@ -135,6 +135,14 @@ class Kube:
         configuration.client_session_kwargs = {"trust_env": False}
         self.api = aio_client.ApiClient(configuration)
         self.api.user_agent = user_agent
+        # Watches get a client of their own, its connections unlimited (aiohttp's limit
+        # 0): a watch holds its connection for minutes, and in the requests' pool
+        # PJ_API_CONCURRENCY watches (3 kinds per namespace) left every request waiting
+        # for a connection until its timeout. The requests' limit stays theirs.
+        watching = copy.copy(configuration)
+        watching.connection_pool_maxsize = 0
+        self._watch_api = aio_client.ApiClient(watching)
+        self._watch_api.user_agent = user_agent
         self.host: str = configuration.host
         self._slots = asyncio.Semaphore(max(concurrency, 1))
         self._bucket = TokenBucket(qps, burst) if qps > 0 else None
@@ -163,6 +171,7 @@ class Kube:
 
     async def close(self) -> None:
         await self.api.close()  # type: ignore[no-untyped-call]
+        await self._watch_api.close()  # type: ignore[no-untyped-call]
 
     async def request(
         self,
@@ -223,12 +232,13 @@ class Kube:
         timeout: float = 360.0,
     ) -> AsyncIterator[JsonDict]:
         """A watch's events, decoded one line at a time as they come. It holds a
-        connection but no request slot (it would hold one for minutes); it waits for its
-        token like any request, as client-go's reflector's do. Raises ApiError for a
-        refused watch (410 Gone: the resourceVersion is too old) or a broken stream."""
+        connection of the watches' own client but no request slot (it would hold either
+        for minutes); it waits for its token like any request, as client-go's
+        reflector's do. Raises ApiError for a refused watch (410 Gone: the
+        resourceVersion is too old) or a broken stream."""
         await self._wait_for_token()
         resource = metrics.resource_of(path)
-        params = await self.api.param_serialize(
+        params = await self._watch_api.param_serialize(
             method="GET",
             resource_path=path,
             query_params=[*query, ("watch", "true")],
@@ -237,7 +247,7 @@ class Kube:
         )
         url_method, url, headers, data, post = params
         try:
-            response = await self.api.call_api(
+            response = await self._watch_api.call_api(
                 url_method, url, headers, data, post, _request_timeout=timeout
             )
         except Exception as exc:  # OSError, TimeoutError, aiohttp.ClientError
@@ -308,14 +318,15 @@ class Kube:
         patch = {"metadata": {"$deleteFromPrimitiveList/finalizers": list(self.kind.finalizers)}}
         return await self._patch_pod(namespace, name, patch)
 
-    async def fail_pod(self, namespace: str, name: str, uid: str, condition: JsonDict) -> JsonDict:
+    async def fail_pod(
+        self, namespace: str, name: str, uid: str, resource_version: str, condition: JsonDict
+    ) -> JsonDict:
         """utilpod.PatchPodStatus's strategic merge patch of the status subresource, the
-        uid in it as precondition (a pod of that name but another uid refuses it): the
-        phase Failed, and the condition merged into the pod's by its type."""
-        patch = {
-            "metadata": {"uid": uid},
-            "status": {"phase": c.FAILED, "conditions": [condition]},
-        }
+        uid in it as precondition (a pod of that name but another uid refuses it), and the
+        resourceVersion (a pod changed since refuses it: 409): the phase Failed, and the
+        condition merged into the pod's by its type."""
+        meta = {"uid": uid, **({"resourceVersion": resource_version} if resource_version else {})}
+        patch = {"metadata": meta, "status": {"phase": c.FAILED, "conditions": [condition]}}
         return await self.request(
             "PATCH",
             self.pods_path(namespace, name) + "/status",

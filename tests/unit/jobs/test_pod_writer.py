@@ -157,6 +157,30 @@ def test_a_pod_whose_condition_was_not_written_is_not_deleted(error: ApiError, e
     asyncio.run(scenario())
 
 
+def test_the_failed_write_is_conditional_on_the_version_judged_unstarted() -> None:
+    """A container that starts between the cache read and the PATCH changes the pod: the
+    API server refuses the write (409), the pod is neither failed nor deleted, and no
+    Warning is recorded (the next sync judges it again)."""
+
+    async def scenario() -> None:
+        api = FakeApi(JOB)
+        controller = controller_for(api)
+        judged = replace(_pending(api, "a"), unstarted_version="41")
+        api.pods[judged.uid] = replace(judged, unstarted_version="", started=True)
+        outcome, _ = await controller.pods.apply(JobRuntime(api.job), _deadline_plan(judged))
+        assert outcome.deleted == ()
+        assert [x.method for x in api.calls] == ["fail_pod"]
+        assert api.pods["uid-a"].phase == c.PENDING
+        assert isinstance(controller.pods.recorder, FakeRecorder)
+        assert controller.pods.recorder.events == []
+
+        api.pods[judged.uid] = judged  # unchanged since: written
+        outcome, _ = await controller.pods.apply(JobRuntime(api.job), _deadline_plan(judged))
+        assert outcome.deleted == ("uid-a",)
+
+    asyncio.run(scenario())
+
+
 def test_other_deletions_write_no_condition() -> None:
     async def scenario() -> None:
         api = FakeApi(JOB)

@@ -6,13 +6,18 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
-from paralleljob.core import version_number
+from paralleljob.config import MANAGE_JOBS_OFF, OperatorConfig
+from paralleljob.core import PARALLELJOB, version_number
 from paralleljob.runtime.api import ApiError
+from paralleljob.runtime.caches import Caches
+from paralleljob.runtime.consistency import PODS
 from paralleljob.runtime.informer import Informer
+from paralleljob.runtime.kube import Kube
+from tests.support.wait import wait_until_async
 
 Change = tuple[str | None, str | None, bool]
 
@@ -344,3 +349,44 @@ def test_an_informer_listing_again_has_not_caught_up_before_its_listing_is_in() 
     assert informer._reached(5) and not informer._reached(6)
     informer.resource_version = "not-a-number"
     assert informer._reached(6), "fails open, as upstream"
+
+
+def test_an_informer_listing_again_keeps_the_version_its_store_applied() -> None:
+    """After a 410 the next watch has no version to resume from, but the store is still
+    the one from before the gap: read-your-writes reads the version it applied until the
+    new listing is in (not None, which would let a sync run on the old store)."""
+    resource = Resource()
+    for uid in "ab":
+        resource.put(uid)
+    informer = _informer(resource, [])
+    listing = asyncio.Event()
+    listed = resource.list_page
+
+    async def held_list_page(query: list[tuple[str, str]]) -> dict[str, Any]:
+        await listing.wait()
+        return await listed(query)
+
+    async def run() -> None:
+        await informer.list_all()
+        before = informer.applied_version
+        resource.put("c")
+        resource.oldest_watchable = resource.rv  # compacted: the watch gets 410
+        resource.list_page = held_list_page  # type: ignore[method-assign]
+        task = asyncio.create_task(informer.run())
+        await wait_until_async(lambda: informer.resource_version == "", timeout=5, what="the 410")
+        assert informer.applied_version == before == "2"
+        listing.set()
+        await wait_until_async(lambda: informer.lists == 2, timeout=5, what="the new listing")
+        assert informer.applied_version == informer.resource_version == "3"
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(run())
+
+
+def test_read_your_writes_reads_what_the_store_applied() -> None:
+    caches = Caches(cast(Kube, None), OperatorConfig(manage_jobs=MANAGE_JOBS_OFF))
+    [pods] = caches.pod_informers
+    pods.applied_version, pods.resource_version = "7", ""  # listing again
+    assert caches.cache_version_for(PARALLELJOB.kind)(PODS, "ns") == 7

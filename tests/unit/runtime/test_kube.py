@@ -11,6 +11,7 @@ from typing import Any, cast
 
 import kopf
 import pytest
+from aiohttp import web
 from kubernetes.aio import client as aio_client
 from kubernetes.aio.config import incluster_config
 
@@ -18,6 +19,9 @@ from paralleljob import handlers
 from paralleljob.cli import StartupError, preflight
 from paralleljob.config import OperatorConfig
 from paralleljob.runtime.kube import ApiError, ConfigError, Kube, load_configuration
+from tests.support.wait import wait_until_async
+
+from ..jobs.support import free_port, local_kubeconfig
 
 # kopf's decorators type handlers as its ActivityFn; call them as the plain coroutines.
 login = cast(Callable[[], Coroutine[Any, Any, kopf.ConnectionInfo]], handlers.login)
@@ -157,3 +161,54 @@ def test_the_client_session_does_not_look_for_netrc_credentials_per_request() ->
         return trusted
 
     assert not asyncio.run(session_trusts_env())
+
+
+@pytest.mark.parametrize("concurrency", [1, 2])
+def test_watches_never_take_the_requests_connections(tmp_path: Path, concurrency: int) -> None:
+    """More watches open than PJ_API_CONCURRENCY: a request still gets a connection (in
+    one pool, it waited for a watch to end, i.e. until its own timeout)."""
+    watching = 3
+
+    async def scenario() -> None:
+        open_watches: list[web.StreamResponse] = []
+        done = asyncio.Event()
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            if request.query.get("watch") != "true":
+                return web.json_response({"kind": "Pod", "metadata": {"name": "p"}})
+            response = web.StreamResponse()
+            await response.prepare(request)
+            open_watches.append(response)
+            await done.wait()  # a watch that lasts
+            return response
+
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        kubeconfig = local_kubeconfig(tmp_path / "kubeconfig", port)
+        kube = Kube(await load_configuration(str(kubeconfig)), concurrency=concurrency)
+
+        async def consume() -> None:
+            async for _ in kube.watch("/api/v1/pods", []):
+                pass
+
+        watches = [asyncio.create_task(consume()) for _ in range(watching)]
+        try:
+            await wait_until_async(
+                lambda: len(open_watches) == watching, timeout=10, interval=0.01,
+                what="every watch open",
+            )  # fmt: skip
+            answer = await kube.request("GET", "/api/v1/namespaces/ns/pods/p", timeout=5)
+            assert answer["metadata"]["name"] == "p"
+        finally:
+            done.set()
+            for task in watches:
+                task.cancel()
+            await asyncio.gather(*watches, return_exceptions=True)
+            await kube.close()
+            await runner.cleanup()
+
+    asyncio.run(scenario())

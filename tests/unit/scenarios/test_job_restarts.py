@@ -213,6 +213,39 @@ def test_an_earlier_attempts_pod_with_its_finalizer_is_released_uncounted() -> N
     assert len(sim.active()) == 1
 
 
+@pytest.mark.parametrize("phase", [c.PENDING, c.RUNNING])
+def test_an_earlier_attempts_pod_seen_late_and_running_is_deleted_uncounted(phase: str) -> None:
+    """A create of the failed attempt whose answer was lost: its pod shows up after the
+    restart. It is deleted (finalizer first), so that it neither counts nor runs beside
+    the new attempt's pod."""
+    sim = Sim(spec())
+    fail_the_attempt(sim)
+    [current] = sim.active()
+    stray = sim.add_pod(phase, uid="stray")  # attempt 0, the finalizer still on
+    sim.sync()
+    assert sim.last_plan is not None and sim.last_plan.reason == "earlier-attempt"
+    assert sim.pods[stray.uid].deleting and not sim.pods[stray.uid].has_finalizer
+    sim.reap()
+    sim.settle()
+    assert "stray" not in sim.pods
+    assert [p.uid for p in sim.active()] == [current.uid]
+    assert (sim.status.failed, sim.status.restarts, sim.status.active) == (0, 1, 1)
+
+
+def test_a_first_attempt_pod_never_carries_a_templates_attempt_label() -> None:
+    """The label is the operator's: one in the template (a Job's; a ParallelJob's stored
+    before the CRD refused it) would make the first attempt's pods an earlier attempt's."""
+    sim = Sim(spec())
+    sim.api.job["spec"]["template"].setdefault("metadata", {})["labels"] = {ATTEMPT_LABEL: "1"}
+    sim.settle()
+    [pod] = sim.active()
+    assert pod.attempt == 0
+    sim.run()
+    sim.succeed(1)
+    sim.settle()
+    assert sim.condition(c.COND_COMPLETE) == "True"
+
+
 def _pods_finished(result: str) -> float:
     labels = {"completion_mode": "NonIndexed", "result": result}
     return REGISTRY.get_sample_value("paralleljob_controller_job_pods_finished_total", labels) or 0

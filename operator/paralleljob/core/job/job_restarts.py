@@ -10,21 +10,20 @@ one more): a crash before it repeats the verdict, a crash after it finds the new
 attempt. The new attempt's pods carry the label
 :data:`.job_restart_policy.ATTEMPT_LABEL`; the sync reads only the current attempt's pods,
 so that a finished pod of an earlier attempt (kept for its logs, like a failed Job's)
-neither counts nor matches a FailJob rule again.
+neither counts nor matches a FailJob rule again, and one still running is deleted
+(:class:`EarlierAttempts`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from ... import constants as c
 from ...timeutil import truncate
 from .job_restart_policy import JobRestartPolicy
 from .model import Condition, JobStatus, PodInfo
-
-#: The reason of the Warning Event a restart gets.
 
 
 def restarts_after(policy: JobRestartPolicy | None, status: JobStatus, failed: Condition) -> bool:
@@ -71,17 +70,35 @@ def restart_message(failed: Condition, restarts: int, policy: JobRestartPolicy) 
     )
 
 
+@dataclass(frozen=True)
+class EarlierAttempts:
+    """The pods of a restarted job's earlier attempts that still need a write. A restart
+    is enacted only once every pod of its attempt is counted, so these are none but by
+    accident: a create whose answer was lost shows its pod only afterwards."""
+
+    #: Finished (or terminating) with the tracking finalizer on: released uncounted,
+    #: and kept for their logs, like a failed Job's pods.
+    release: tuple[PodInfo, ...] = ()
+    #: Still running: deleted, uncounted (their finalizer removed first), so that
+    #: nothing of an earlier attempt runs beside the current one's parallelism.
+    running: tuple[PodInfo, ...] = ()
+
+
+NO_EARLIER_ATTEMPTS = EarlierAttempts()
+
+
 def split_attempts(
     pods: Iterable[PodInfo], restarts: int, expected_removed: frozenset[str]
-) -> tuple[tuple[PodInfo, ...], tuple[PodInfo, ...]]:
-    """The pods of the current attempt, and those of earlier ones whose tracking
-    finalizer is still on: released without being counted (a restart is enacted only
-    once every pod of its attempt is counted, so these are none but by accident)."""
+) -> tuple[tuple[PodInfo, ...], EarlierAttempts]:
+    """The pods of the current attempt, and what the earlier attempts' still need."""
     current: list[PodInfo] = []
-    leftover: list[PodInfo] = []
+    release: list[PodInfo] = []
+    running: list[PodInfo] = []
     for pod in pods:
         if pod.attempt == restarts:
             current.append(pod)
+        elif pod.active:
+            running.append(pod)
         elif pod.has_finalizer and pod.uid not in expected_removed:
-            leftover.append(pod)
-    return tuple(current), tuple(leftover)
+            release.append(pod)
+    return tuple(current), EarlierAttempts(tuple(release), tuple(running))

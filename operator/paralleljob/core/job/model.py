@@ -189,9 +189,15 @@ class PodInfo:
     ready: bool = False
     ready_since: datetime | None = None
     node_assigned: bool = False
-    #: A container (an init container included) is running or has run: the pod has
-    #: started, whatever its phase says (spec.podStartDeadlineSeconds reads it).
+    #: One of the pod's regular containers is running or has run: the pod has started,
+    #: whatever its phase says (spec.podStartDeadlineSeconds reads it). An init
+    #: container, a native sidecar (an init container with restartPolicy Always)
+    #: included, does not count: it may run while the main container is never pulled.
     started: bool = False
+    #: The pod's resourceVersion while it has not started ("" after): the version a
+    #: start deadline's Failed PATCH is conditional on. A started pod keeps none, so
+    #: that running pods cost no more memory.
+    unstarted_version: str = ""
     #: Sum of restartCount over init and regular containers (OnFailure accounting).
     restarts: int = 0
     #: Highest restartCount of a regular container (scale-down ordering).
@@ -617,6 +623,7 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
     deleting = meta.get("deletionTimestamp") is not None
     finished = phase in (c.SUCCEEDED, c.FAILED) or deleting
     facts = needs_failure_facts(phase, deleting, containers, init_containers)
+    started = _container_started(containers)
     # The strings many pods repeat (their namespace, phase and job's uid) are interned:
     # one copy each, not one per pod (as upstream's pod cache shares them with the job).
     return PodInfo(
@@ -628,7 +635,8 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
         ready=ready_cond is not None,
         ready_since=parse_time(ready_cond.get("lastTransitionTime")) if ready_cond else None,
         node_assigned=bool(spec.get("nodeName")),
-        started=_container_started(containers) or _container_started(init_containers),
+        started=started,
+        unstarted_version="" if started else str(meta.get("resourceVersion") or ""),
         restarts=sum(restarts) + sum(init_restarts),
         max_restarts=max(restarts, default=0),
         created=parse_time(meta.get("creationTimestamp")),

@@ -14,12 +14,17 @@ through the finalizer (``tracking.py``), against ``backoffLimit`` or as a
 ``podFailurePolicy`` rule on that condition says, and replaced after the pod-failure
 back-off.
 
-"Started" means that a container, an init container included, is running or has run
-(:attr:`~.model.PodInfo.started`), or that the pod is past Pending: a pod busy in a long
-init container has started; one crash-looping has started (its restarts are
-``backoffLimit``'s business, not this deadline's). The deadline counts from the pod's
+"Started" means that one of the pod's regular containers is running or has run
+(:attr:`~.model.PodInfo.started`), or that the pod is past Pending: one crash-looping has
+started (its restarts are ``backoffLimit``'s business, not this deadline's). Init
+containers do not count: a finished one, or a native sidecar (``restartPolicy: Always``,
+as service meshes inject) running beside a main container whose image is never pulled,
+would otherwise keep the deadline from ever firing. The deadline so covers the pod's
+init containers, as the Pending phase does. It counts from the pod's
 ``creationTimestamp``, on the operator's clock, as ``activeDeadlineSeconds`` counts from
-``startTime``.
+``startTime``. The Failed write is conditional on the resourceVersion the decision was
+made on (:attr:`~.model.PodInfo.unstarted_version`): a container that starts in between
+makes the API server refuse it, and the next sync judges the pod again.
 
 Only a job that manages its pods (not suspended, no verdict) fails them; the sync asks to
 run again when the next unstarted pod's deadline comes (:attr:`StartDeadlines.next_in`).
@@ -51,8 +56,8 @@ NO_DEADLINES = StartDeadlines()
 
 
 def has_started(pod: PodInfo) -> bool:
-    """A container of the pod runs or has run, or its phase is past Pending (Running,
-    finished, or Unknown: a pod the node no longer reports is not judged)."""
+    """A regular container of the pod runs or has run, or its phase is past Pending
+    (Running, finished, or Unknown: a pod the node no longer reports is not judged)."""
     return pod.started or pod.phase != c.PENDING
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ... import constants as c
 from ...json_types import JsonDict
 from .index_templates import pod_templates
-from .job_restart_policy import attempt_labels
+from .job_restart_policy import ATTEMPT_LABEL, attempt_labels
 from .kind import WATCH_LABEL, JobKind
 from .model import Job
 from .sync import PodPlan
@@ -44,6 +44,9 @@ def build_pod(
     labels[kind.job_name_label] = meta["name"]
     labels[kind.controller_uid_label] = meta["uid"]
     labels[WATCH_LABEL] = meta["uid"]
+    # The attempt label is the operator's alone: one in the template (a Job's, or a
+    # ParallelJob stored before the CRD refused it) would misplace a first attempt's pods.
+    labels.pop(ATTEMPT_LABEL, None)
     labels.update(attempt_labels(attempt))
     finalizer = kind.pod_finalizer(job.get("spec") or {})
     finalizers = [f for f in (tmeta.get("finalizers") or []) if f != finalizer]

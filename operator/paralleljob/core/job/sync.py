@@ -65,6 +65,8 @@ from .indexed import (
 )
 from .intervals import OrderedIntervals, intervals_total
 from .job_restarts import (
+    NO_EARLIER_ATTEMPTS,
+    EarlierAttempts,
     restart_message,
     restarted_status,
     restarts_after,
@@ -153,9 +155,9 @@ class SyncContext:
     #: podStartDeadlineSeconds: the active pods that did not start in time (while the
     #: job has no verdict).
     start_deadlines: StartDeadlines = NO_DEADLINES
-    #: spec.restartPolicy: pods of the job's earlier attempts that still have the
-    #: tracking finalizer, released uncounted (``inp.pods`` has only the current ones).
-    earlier_attempts: tuple[PodInfo, ...] = ()
+    #: spec.restartPolicy: pods of the job's earlier attempts still to release or
+    #: delete, uncounted (``inp.pods`` has only the current attempt's).
+    earlier_attempts: EarlierAttempts = NO_EARLIER_ATTEMPTS
 
     @property
     def job(self) -> Job:
@@ -188,7 +190,7 @@ class PodPlan:
     #: Seconds until the next sync is needed for this plan (back-off, deadline).
     requeue_after: float | None = None
     #: Why, for logs: "create", "scale-down", "suspend", "fail", "start-deadline",
-    #: "backoff", "".
+    #: "backoff", "earlier-attempt", "".
     reason: str = ""
 
 
@@ -403,11 +405,11 @@ def sync_context(inp: SyncInput) -> SyncContext:
     )
 
 
-def _current_attempt(inp: SyncInput) -> tuple[SyncInput, tuple[PodInfo, ...]]:
+def _current_attempt(inp: SyncInput) -> tuple[SyncInput, EarlierAttempts]:
     """A restarted job (spec.restartPolicy) syncs with its current attempt's pods only."""
     restarts = inp.job.status.restarts
     if restarts == 0:
-        return inp, ()
+        return inp, NO_EARLIER_ATTEMPTS
     current, earlier = split_attempts(inp.pods, restarts, inp.expected_removed_finalizers)
     return replace(inp, pods=current), earlier
 
@@ -512,7 +514,10 @@ def _deadline_requeue(
 
 
 def plan_pods(ctx: SyncContext) -> PodPlan:
-    """syncJob's pod changes: deleteActivePods once the job has a verdict, else manageJob."""
+    """syncJob's pod changes: deleteActivePods once the job has a verdict, else manageJob;
+    first, an earlier attempt's pods still running (spec.restartPolicy) go, uncounted."""
+    if ctx.earlier_attempts.running:
+        return PodPlan(delete=ctx.earlier_attempts.running, reason="earlier-attempt")
     if is_finished(ctx.job.status):
         return PodPlan()
     if ctx.verdict is not None:
@@ -802,7 +807,7 @@ def _track_job_status(
     status, terminal = _with_recorded_pods(ctx, status, recorded, verdict)
     return Tracked(
         status=_with_display(ctx, status),
-        remove_finalizers=(*recorded.remove_finalizers, *ctx.earlier_attempts),
+        remove_finalizers=(*recorded.remove_finalizers, *ctx.earlier_attempts.release),
         uids_with_finalizer=with_finalizer,
         terminal_condition=terminal,
         reached_max_uncounted=recorded.reached_max_uncounted,

@@ -172,11 +172,15 @@ def test_the_first_attempts_pods_have_no_label() -> None:
 def test_split_attempts() -> None:
     pods = (
         PodInfo("a", "a", attempt=2),
-        PodInfo("b", "b", attempt=1, has_finalizer=False),
-        PodInfo("c", "c", attempt=1),
-        PodInfo("d", "d", attempt=0),
+        PodInfo("b", "b", c.FAILED, attempt=1, has_finalizer=False),
+        PodInfo("c", "c", c.FAILED, attempt=1),
+        PodInfo("d", "d", c.SUCCEEDED, attempt=0),
         PodInfo("e", "e", attempt=2, has_finalizer=False),
+        PodInfo("f", "f", c.RUNNING, attempt=1),
+        PodInfo("g", "g", c.PENDING, attempt=0, has_finalizer=False),
+        PodInfo("h", "h", c.RUNNING, attempt=0, deleting=True),
     )
     current, earlier = split_attempts(pods, 2, frozenset({"d"}))
     assert [p.name for p in current] == ["a", "e"]
-    assert [p.name for p in earlier] == ["c"], "with the finalizer, not being removed"
+    assert [p.name for p in earlier.release] == ["c", "h"], "finalizer on, not being removed"
+    assert [p.name for p in earlier.running] == ["f", "g"], "running, finalizer or not"

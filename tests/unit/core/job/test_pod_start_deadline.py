@@ -104,7 +104,7 @@ CASES = [
     ),
     pytest.param(
         Case(10, (pod("p", 60, started=True),)),
-        id="pending with an init container running: started",
+        id="pending with a regular container running: started",
     ),
     pytest.param(Case(10, (pod("p", 60, R),)), id="running: started"),
     pytest.param(Case(10, (pod("p", 60, U),)), id="unknown (node lost): not judged"),
@@ -232,7 +232,33 @@ TERMINATED = {"terminated": {"exitCode": 0, "finishedAt": "2026-01-01T12:00:02Z"
             id="waiting to restart after it ran",
         ),
         pytest.param(
-            _pod_body(initContainerStatuses=_containers(RUNNING)), True, id="init container runs"
+            _pod_body(initContainerStatuses=_containers(RUNNING)),
+            False,
+            id="init container runs: the deadline covers it",
+        ),
+        pytest.param(
+            _pod_body(
+                initContainerStatuses=_containers(TERMINATED),
+                containerStatuses=_containers(WAITING),
+            ),
+            False,
+            id="init container done, main image never pulled",
+        ),
+        pytest.param(
+            _pod_body(
+                initContainerStatuses=_containers(RUNNING),
+                containerStatuses=_containers(WAITING),
+            ),
+            False,
+            id="native sidecar runs, main image never pulled",
+        ),
+        pytest.param(
+            _pod_body(
+                initContainerStatuses=_containers(RUNNING),
+                containerStatuses=_containers(RUNNING),
+            ),
+            True,
+            id="sidecar and main container run",
         ),
         pytest.param(
             _pod_body(initContainerStatuses=_containers(WAITING)),
@@ -243,6 +269,15 @@ TERMINATED = {"terminated": {"exitCode": 0, "finishedAt": "2026-01-01T12:00:02Z"
 )
 def test_parse_pod_reads_whether_a_container_ran(body: dict[str, Any], started: bool) -> None:
     assert parse_pod(body, PARALLELJOB).started is started
+
+
+def test_an_unstarted_pod_keeps_its_resource_version_a_started_one_none() -> None:
+    """The start deadline's write is conditional on it; running pods cost no memory."""
+    body = _pod_body(containerStatuses=_containers(WAITING))
+    body["metadata"]["resourceVersion"] = "42"
+    assert parse_pod(body, PARALLELJOB).unstarted_version == "42"
+    body["status"]["containerStatuses"] = _containers(RUNNING)
+    assert parse_pod(body, PARALLELJOB).unstarted_version == ""
 
 
 @pytest.mark.parametrize(
