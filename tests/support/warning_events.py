@@ -21,8 +21,18 @@ MARKER = "warnings"
 #: A readiness probe that fails while its container starts (the tests' Redis before it
 #: listens) is what the probe is for: the pod is not Ready yet; a liveness or startup
 #: probe's failure still fails the test.
+#: KEDA's ScaledJob controller, when the test deletes its ScaledJob while it creates a
+#: Job, has its request's context cancelled before the request leaves: nothing was
+#: refused (a refusal, RBAC's or the API server's, still fails the test).
 TOLERATED: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Unhealthy", re.compile(r"Readiness probe failed: .*", re.S)),
+    (
+        "KEDAJobCreateFailed",
+        re.compile(
+            r"Failed to create job \S+: client rate limiter Wait returned an error: "
+            r"context canceled"
+        ),
+    ),
     (
         "FailedMount",
         re.compile(

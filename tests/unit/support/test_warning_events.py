@@ -89,3 +89,22 @@ def test_a_readiness_probe_failing_while_its_container_starts_is_tolerated() -> 
     live = "Liveness probe failed: Could not connect to Redis at 127.0.0.1:6379: refused"
     events = {"items": [unhealthy(ready), unhealthy(live)]}
     assert [w.message for w in unexpected_warnings(events, ())] == [live]
+
+
+def test_keda_cancelling_its_own_job_create_on_teardown_is_tolerated() -> None:
+    def failed(message: str) -> dict[str, Any]:
+        return {
+            "type": "Warning",
+            "reason": "KEDAJobCreateFailed",
+            "involvedObject": {"kind": "ScaledJob", "name": "workqueue-scaledjob"},
+            "message": message,
+            "count": 1,
+        }
+
+    cancelled = (
+        "Failed to create job workqueue-scaledjob-: client rate limiter Wait returned an "
+        "error: context canceled"
+    )
+    refused = 'Failed to create job workqueue-scaledjob-: jobs.batch is forbidden: User "x"'
+    events = {"items": [failed(cancelled), failed(refused)]}
+    assert [w.message for w in unexpected_warnings(events, ())] == [refused]
