@@ -61,9 +61,10 @@ layers: venv ## The architecture in figures: modules per layer, cross-layer impo
 # First the tests that keep to their own namespace and operator, TEST_WORKERS at a time
 # (pytest-xdist); then, one at a time, those marked exclusive (tests/conftest.py): they
 # deploy an operator for every namespace, restart components or stop the cluster; beside
-# them the kind path on a real kind cluster of its own (make test-kind; hack/test-last.sh).
-TEST_WORKERS ?= 3
-test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the exclusive ones beside the kind path (TEST_WORKERS=3)
+# them the kind path on a real kind cluster of its own (make test-kind; hack/test-last.sh),
+# where tests/deploy runs (on the local cluster only its tests of make deploy-local).
+TEST_WORKERS ?= 4
+test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the exclusive ones beside the kind path (TEST_WORKERS=4)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m 'not exclusive' tests
 	@hack/test-last.sh
 
@@ -161,7 +162,7 @@ bench-scale: venv ## The operator against a stub API at 600/6,000/60,000 objects
 # --- Kubernetes' own e2e suite (hack/test-upstream.sh, docs/upstream-e2e.md): its Job and
 # CronJob specs, unmodified, on the local cluster (started first if it does not answer).
 .PHONY: test-upstream
-test-upstream: prereqs build venv ## Kubernetes' e2e Job specs on the local cluster: UPSTREAM_SUITE=job|conformance|cronjob|all, UPSTREAM_CONTROLLER=builtin|operator
+test-upstream: prereqs build venv ## Kubernetes' e2e Job specs on the local cluster: UPSTREAM_SUITE=job|conformance|quick|cronjob|all, UPSTREAM_CONTROLLER=builtin|operator
 	@$(LOCAL_CLUSTER_UP)
 	@hack/test-upstream.sh
 

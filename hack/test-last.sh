@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make test's last two passes at once: the exclusive tests on the local cluster
-# (pytest -m exclusive tests, one at a time) and the kind path (hack/kind-test.sh:
-# tests/deploy and the seed workloads on a kind cluster of its own, on its own
-# docker engine). They share no cluster, and neither waits for the other: the
+# (pytest -m exclusive tests, one at a time; of tests/deploy only those marked
+# localcluster, make deploy-local's own: the rest run on kind) and the kind path
+# (hack/kind-test.sh: tests/deploy and the seed workloads on a kind cluster of its own,
+# on its own docker engine). They share no cluster, and neither waits for the other: the
 # exclusive tests mostly wait on the cluster (a third of 2 cores busy, measured),
 # kind's cluster start and image build are what needs the cores.
 #
@@ -28,7 +29,7 @@ trap 'stop_kind; exit 130' INT
 trap 'stop_kind; exit 143' TERM
 
 exclusive=0
-"$PYTEST" -m exclusive tests || exclusive=$?
+"$PYTEST" -m 'exclusive and not (deploy and not localcluster)' tests || exclusive=$?
 log "make test: exclusive tests done ($exclusive) after $((SECONDS - start))s"
 kind=0
 wait "$kind_pid" || kind=$?

@@ -5,7 +5,8 @@
 # every batch/v1 Job, and prints one row per spec (docs/upstream-e2e.md).
 # Usage: hack/test-upstream.sh        (make test-upstream starts the cluster first)
 #   UPSTREAM_SUITE       job (default): [sig-apps] Job, the specs of apps/job.go;
-#                        conformance: only their [Conformance] ones (quick);
+#                        conformance: only their [Conformance] ones (14);
+#                        quick: QUICK_SPECS, five of those (make test's check);
 #                        cronjob: [sig-apps] CronJob and TTLAfterFinished; all: job + cronjob
 #   UPSTREAM_CONTROLLER  builtin (default): kube-controller-manager's Job controller;
 #                        operator: kube-controller-manager without it
@@ -36,15 +37,19 @@ CRONJOB_SPECS='\[sig-apps\] CronJob|\[sig-apps\] TTLAfterFinished'
 # (an [Alpha] one, or a [Feature:] the cluster lacks),
 # or many minutes.
 SKIP='\[Serial\]|\[Feature:|\[Slow\]|\[Alpha\]'
+# make test's check, a minute: a job run to completion through failures restarted in
+# place, an Indexed job's pods, adoption and release, the status subresource, deletion.
+QUICK_SPECS='tasks sometimes fail and are locally restarted|specified hostname|adopt matching orphans|apply changes to a job status|should delete a job'
 
 suite=${UPSTREAM_SUITE:-job}
 controller=${UPSTREAM_CONTROLLER:-builtin}
 case $suite in
   job) focus=$JOB_SPECS ;;
   conformance) focus="$JOB_SPECS.*\\[Conformance\\]" ;;
+  quick) focus="$JOB_SPECS.*($QUICK_SPECS).*\\[Conformance\\]" ;;
   cronjob) focus=$CRONJOB_SPECS ;;
   all) focus="$JOB_SPECS|$CRONJOB_SPECS" ;;
-  *) die "UPSTREAM_SUITE must be job, conformance, cronjob or all, got '$suite'" ;;
+  *) die "UPSTREAM_SUITE must be job, conformance, quick, cronjob or all, got '$suite'" ;;
 esac
 case $controller in
   builtin) want_job_controller=on ;;

@@ -134,35 +134,36 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _is_exclusive(item):
             item.add_marker(pytest.mark.exclusive)
+        if Path(item.path).is_relative_to(DEPLOY_DIR):
+            item.add_marker(pytest.mark.deploy)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         alone = [item for item in items if item.get_closest_marker("exclusive")]
         config.hook.pytest_deselected(items=alone)
         items[:] = [item for item in items if not item.get_closest_marker("exclusive")]
-    # Stable sort: destructive tests go last, just before them those that restart the
-    # control plane (tests/chaos: a restart on a busy machine takes minutes, and make
+    # Stable sort: destructive tests go last, just before them the chaos tests that
+    # restart the control plane (a restart on a busy machine takes minutes, and make
     # test's kind pass, hack/test-last.sh, starts its cluster beside the exclusive tests);
     # everything else keeps its order.
     items.sort(
         key=lambda item: (
             item.get_closest_marker("destructive") is not None,
-            Path(item.path).is_relative_to(CHAOS_DIR),
+            item.get_closest_marker("chaos") is not None and _is_exclusive(item),
         )
     )
 
 
 # The directories whose every test is exclusive: tests/bench and tests/deploy run the
 # operator in-cluster watching every namespace (a second operator for everyone else's
-# jobs), remove the CRD and turn the built-in Job controller off; tests/chaos restarts
-# and breaks the cluster's components; tests/upstream turns the built-in Job controller
-# off. Elsewhere a test is exclusive when it is marked so, or destructive (tests/cluster:
-# the smoke test that stops the whole cluster, the aggregated API registered for every
-# client's discovery); the rest of tests/cluster keeps to its own namespace.
-EXCLUSIVE_DIRS = tuple(
-    REPO_ROOT / "tests" / name for name in ("bench", "chaos", "deploy", "upstream")
-)
-
-
-CHAOS_DIR = REPO_ROOT / "tests" / "chaos"
+# jobs), remove the CRD and turn the built-in Job controller off; tests/upstream turns
+# the built-in Job controller off. Elsewhere a test is exclusive when it is marked so, or
+# destructive: the chaos tests that restart or break the cluster's components
+# (tests/chaos; those that kill, freeze or starve only their own operators, or delete
+# only nodes of their own, run beside the others), the smoke test that stops the whole
+# cluster, the aggregated API registered for every client's discovery (tests/cluster).
+EXCLUSIVE_DIRS = tuple(REPO_ROOT / "tests" / name for name in ("bench", "deploy", "upstream"))
+#: Its tests are marked ``deploy``: make test runs them on kind (hack/test-last.sh), and on
+#: the local cluster only those marked ``localcluster``.
+DEPLOY_DIR = REPO_ROOT / "tests" / "deploy"
 
 
 def _is_exclusive(item: pytest.Item) -> bool:

@@ -78,6 +78,7 @@ def test_operator_sigkilled_every_2_to_5_seconds(
     assert len(recovery) >= 3, "killed at least three times mid-run"
 
 
+@pytest.mark.exclusive  # restarts a component every test shares
 @pytest.mark.kwok
 @pytest.mark.parametrize(
     ("component", "down"),
@@ -118,6 +119,7 @@ def _compact_etcd() -> None:
     _etcd("/v3/kv/compaction", {"revision": revision, "physical": True})
 
 
+@pytest.mark.exclusive  # restarts a component every test shares
 @pytest.mark.kwok
 def test_pod_watch_broken_with_410_gone_relists(
     operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
@@ -149,6 +151,7 @@ def test_pod_watch_broken_with_410_gone_relists(
     assert restarts, "the pod watch got 410 Gone and was restarted from a fresh list"
 
 
+@pytest.mark.exclusive  # restarts a component every test shares
 @pytest.mark.realnode
 def test_kubelet_restarted_while_real_pods_run(
     operator: Operator, k: Kubectl, core_v1: Any, recovery: list[float]
@@ -166,6 +169,7 @@ def test_kubelet_restarted_while_real_pods_run(
         assert_exact(k, watch, sampler, run, timeout=300)
 
 
+@pytest.mark.exclusive  # restarts a component every test shares
 @pytest.mark.kwok
 def test_a_parallelcronjob_deleted_while_the_operator_is_frozen_never_runs_again(
     operator: Operator, k: Kubectl
