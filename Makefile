@@ -63,8 +63,8 @@ layers: venv ## The architecture in figures: modules per layer, cross-layer impo
 # deploy an operator for every namespace, restart components or stop the cluster; beside
 # them the kind path on a real kind cluster of its own (make test-kind; hack/test-last.sh),
 # where tests/deploy runs (on the local cluster only its tests of make deploy-local).
-TEST_WORKERS ?= 4
-test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the exclusive ones beside the kind path (TEST_WORKERS=4)
+TEST_WORKERS ?= 6
+test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the exclusive ones beside the kind path (TEST_WORKERS=6)
 	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m 'not exclusive' tests
 	@hack/test-last.sh
 

@@ -111,3 +111,7 @@ UNKNOWN: Final = "Unknown"
 #: names.MaxGeneratedNameLength: the API server appends 5 random characters to a
 #: generateName cut to this length (63, a DNS label, minus 5).
 MAX_GENERATE_NAME_PREFIX: Final = 58
+
+# --- the write fence (election/fence.py) ---------------------------------------------
+#: ApiError.reason of a write the replica's own fence refused (never sent).
+NOT_LEADING: Final = "NotLeading"

@@ -26,13 +26,11 @@ import math
 import time
 from collections.abc import Callable
 
+from .. import constants as c
 from ..runtime.api import ApiError
 
 #: The HTTP methods that read (the rest write).
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
-
-#: ApiError.reason of a write the fence refused.
-NOT_LEADING = "NotLeading"
 
 
 def boot_clock() -> float:
@@ -61,14 +59,19 @@ class WriteFence:
     def is_open(self) -> bool:
         return self._clock() < self._valid_until
 
-    def check(self, method: str, path: str) -> None:
-        """Raises ApiError (reason NotLeading) for a write the fence is shut to."""
-        if method in READS or self.is_open():
-            return
+    def check(self, method: str, path: str) -> float:
+        """Raises ApiError (reason NotLeading) for a write the fence is shut to; else the
+        seconds it stays open (inf for a read), which the client makes the request's
+        deadline: an answer that comes later is not waited for."""
+        if method in READS:
+            return math.inf
+        left = self._valid_until - self._clock()
+        if left > 0:
+            return left
         self.refused += 1
         raise ApiError(
             0,
-            NOT_LEADING,
+            c.NOT_LEADING,
             f"{method} {path} not sent: this process's Lease is not valid by its own clock "
             "(paused past it, or lost)",
         )

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from .. import constants as c
 from ..config import ControllerConfig
 from ..core import Condition, PodInfo, PodOutcome, PodPlan, condition_to_dict, new_pod_bodies
-from ..election.fence import NOT_LEADING
 from ..json_types import JsonDict
 from ..runtime import metrics
 from ..runtime.api import ApiError, PodControl
@@ -260,7 +259,7 @@ class PodWriter:
         try:
             await self.api.remove_pod_finalizer(namespace, name)
         except ApiError as exc:
-            if exc.not_found or exc.reason == NOT_LEADING:
+            if exc.not_found or exc.reason == c.NOT_LEADING:
                 return True
             log.warning("releasing orphan pod %s/%s failed: %s", namespace, name, exc)
             return False

@@ -47,9 +47,10 @@ class ApiError(Exception):
 
 class Fence(Protocol):
     """What the client asks last before each write under a leader election (the
-    election's WriteFence): raises ApiError when this process may not write now."""
+    election's WriteFence): raises ApiError when this process may not write now, else
+    returns the seconds it may still write (the request's deadline; inf for a read)."""
 
-    def check(self, method: str, path: str) -> None: ...
+    def check(self, method: str, path: str) -> float: ...
 
 
 class PodControl(Protocol):

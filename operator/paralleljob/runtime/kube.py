@@ -197,7 +197,11 @@ class Kube:
             )
             url_method, url, headers, data, post = params
             if self.fence is not None:
-                self._fenced(method, path, resource)
+                # Its deadline within the fence's validity; the slot held means a free
+                # connection (as many as slots; watches have their own): nothing waits
+                # between the check and the request going out but a new connection's
+                # handshake.
+                timeout = min(timeout, self._fenced(method, path, resource))
             try:
                 response = await self.api.call_api(
                     url_method, url, headers, data, post, _request_timeout=timeout
@@ -214,11 +218,12 @@ class Kube:
         metrics.API_REQUESTS.labels(method, resource, str(response.status)).inc()
         return _answer(response.status, response.reason, raw)
 
-    def _fenced(self, method: str, path: str, resource: str) -> None:
-        """The fence's last word on a write, after every wait (fence.py)."""
+    def _fenced(self, method: str, path: str, resource: str) -> float:
+        """The fence's last word on a write, after every wait (fence.py): the seconds the
+        write may take."""
         assert self.fence is not None
         try:
-            self.fence.check(method, path)
+            return self.fence.check(method, path)
         except ApiError:
             metrics.WRITES_FENCED.labels(method, resource).inc()
             raise

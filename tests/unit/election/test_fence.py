@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 
 import pytest
 from aiohttp import web
 
-from paralleljob.election.fence import NOT_LEADING, WriteFence, boot_clock
+from paralleljob.constants import NOT_LEADING
+from paralleljob.election.fence import WriteFence, boot_clock
 from paralleljob.runtime import metrics
 from paralleljob.runtime.kube import ApiError, Kube, load_configuration, user_agent
-from tests.unit.jobs.support import local_kubeconfig
+from tests.unit.jobs.support import free_port, local_kubeconfig
 
 
 class Clock:
@@ -104,3 +106,40 @@ def test_a_write_the_fence_refuses_never_reaches_the_api_server(tmp_path: Path) 
         ("POST", "paralleljob-operator/op-a"),
         ("GET", "paralleljob-operator/op-a"),
     ]
+
+
+def test_a_write_waits_for_its_answer_no_longer_than_the_fence_is_open(tmp_path: Path) -> None:
+    """The request's deadline is the fence's validity: an answer that would come after
+    the Lease may have passed to another replica is not waited for (a read still is)."""
+
+    async def handle(request: web.Request) -> web.Response:
+        if request.method == "POST":
+            await asyncio.sleep(2)  # a slow API server; cancelled when the client gives up
+        return web.json_response({"kind": "Pod", "metadata": {"name": "p"}})
+
+    async def scenario() -> tuple[str, float, str]:
+        app = web.Application()
+        app.router.add_route("*", "/api/v1/namespaces/ns/pods", handle)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        port = free_port()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        fence = WriteFence()
+        kube = Kube(
+            await load_configuration(str(local_kubeconfig(tmp_path / "k", port))), fence=fence
+        )
+        try:
+            fence.open_until(boot_clock() + 0.3)
+            started = time.monotonic()
+            with pytest.raises(ApiError) as timed_out:
+                await kube.create_pod("ns", {"metadata": {"generateName": "p-"}})
+            waited = time.monotonic() - started
+            read = await kube.request("GET", "/api/v1/namespaces/ns/pods")
+        finally:
+            await kube.close()
+            await runner.cleanup()
+        return timed_out.value.reason, waited, read["metadata"]["name"]
+
+    reason, waited, read = asyncio.run(scenario())
+    assert (reason, read) == ("Unreachable", "p")
+    assert waited < 1.5, f"waited {waited:.1f}s for a write the fence allowed 0.3s"
