@@ -13,7 +13,7 @@ from paralleljob.constants import NOT_LEADING
 from paralleljob.election.fence import WriteFence, boot_clock
 from paralleljob.runtime import metrics
 from paralleljob.runtime.kube import ApiError, Kube, load_configuration, user_agent
-from tests.unit.jobs.support import free_port, local_kubeconfig
+from tests.unit.jobs.support import serving
 
 
 class Clock:
@@ -72,33 +72,25 @@ def test_a_write_the_fence_refuses_never_reaches_the_api_server(tmp_path: Path) 
         return web.json_response({"kind": "Pod", "metadata": {"name": "p"}})
 
     async def scenario() -> None:
-        app = web.Application()
-        app.router.add_route("*", "/api/v1/namespaces/ns/pods", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        kubeconfig = local_kubeconfig(tmp_path / "kubeconfig", port)
-        clock = Clock()
-        fence = WriteFence(clock)
-        kube = Kube(
-            await load_configuration(str(kubeconfig)),
-            fence=fence,
-            user_agent=user_agent("op-a"),
-        )
-        before = metrics.WRITES_FENCED.labels("POST", "pods")._value.get()
-        try:
-            fence.open_until(clock.t + 1)
-            await kube.create_pod("ns", {"metadata": {"generateName": "p-"}})
-            clock.t += 1
-            with pytest.raises(ApiError) as refused:
+        async with serving(handle, tmp_path / "kubeconfig") as kubeconfig:
+            clock = Clock()
+            fence = WriteFence(clock)
+            kube = Kube(
+                await load_configuration(str(kubeconfig)),
+                fence=fence,
+                user_agent=user_agent("op-a"),
+            )
+            before = metrics.WRITES_FENCED.labels("POST", "pods")._value.get()
+            try:
+                fence.open_until(clock.t + 1)
                 await kube.create_pod("ns", {"metadata": {"generateName": "p-"}})
-            assert refused.value.reason == NOT_LEADING
-            await kube.request("GET", "/api/v1/namespaces/ns/pods")
-        finally:
-            await kube.close()
-            await runner.cleanup()
+                clock.t += 1
+                with pytest.raises(ApiError) as refused:
+                    await kube.create_pod("ns", {"metadata": {"generateName": "p-"}})
+                assert refused.value.reason == NOT_LEADING
+                await kube.request("GET", "/api/v1/namespaces/ns/pods")
+            finally:
+                await kube.close()
         assert metrics.WRITES_FENCED.labels("POST", "pods")._value.get() == before + 1
 
     asyncio.run(scenario())
@@ -118,26 +110,18 @@ def test_a_write_waits_for_its_answer_no_longer_than_the_fence_is_open(tmp_path:
         return web.json_response({"kind": "Pod", "metadata": {"name": "p"}})
 
     async def scenario() -> tuple[str, float, str]:
-        app = web.Application()
-        app.router.add_route("*", "/api/v1/namespaces/ns/pods", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        fence = WriteFence()
-        kube = Kube(
-            await load_configuration(str(local_kubeconfig(tmp_path / "k", port))), fence=fence
-        )
-        try:
-            fence.open_until(boot_clock() + 0.3)
-            started = time.monotonic()
-            with pytest.raises(ApiError) as timed_out:
-                await kube.create_pod("ns", {"metadata": {"generateName": "p-"}})
-            waited = time.monotonic() - started
-            read = await kube.request("GET", "/api/v1/namespaces/ns/pods")
-        finally:
-            await kube.close()
-            await runner.cleanup()
+        async with serving(handle, tmp_path / "kubeconfig") as kubeconfig:
+            fence = WriteFence()
+            kube = Kube(await load_configuration(str(kubeconfig)), fence=fence)
+            try:
+                fence.open_until(boot_clock() + 0.3)
+                started = time.monotonic()
+                with pytest.raises(ApiError) as timed_out:
+                    await kube.create_pod("ns", {"metadata": {"generateName": "p-"}})
+                waited = time.monotonic() - started
+                read = await kube.request("GET", "/api/v1/namespaces/ns/pods")
+            finally:
+                await kube.close()
         return timed_out.value.reason, waited, read["metadata"]["name"]
 
     reason, waited, read = asyncio.run(scenario())

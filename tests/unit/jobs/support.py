@@ -4,12 +4,15 @@ kubeconfig for a local HTTP server, leader-election candidates on an in-memory L
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from aiohttp import web
 
 from paralleljob.config import ControllerConfig, LeaderElectionConfig
 from paralleljob.core.job.model import parse_job
@@ -204,3 +207,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+@contextlib.asynccontextmanager
+async def serving(
+    handler: Callable[[web.Request], Awaitable[web.StreamResponse]], kubeconfig: Path
+) -> AsyncIterator[Path]:
+    """An HTTP server on loopback answering every path with ``handler``, and
+    ``kubeconfig`` written for it (yielded); stopped on the way out."""
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        yield local_kubeconfig(kubeconfig, port)
+    finally:
+        await runner.cleanup()

@@ -21,7 +21,7 @@ from paralleljob.config import OperatorConfig
 from paralleljob.runtime.kube import ApiError, ConfigError, Kube, load_configuration
 from tests.support.wait import wait_until_async
 
-from ..jobs.support import free_port, local_kubeconfig
+from ..jobs.support import serving
 
 # kopf's decorators type handlers as its ActivityFn; call them as the plain coroutines.
 login = cast(Callable[[], Coroutine[Any, Any, kopf.ConnectionInfo]], handlers.login)
@@ -182,33 +182,26 @@ def test_watches_never_take_the_requests_connections(tmp_path: Path, concurrency
             await done.wait()  # a watch that lasts
             return response
 
-        app = web.Application()
-        app.router.add_route("GET", "/{tail:.*}", handle)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        port = free_port()
-        await web.TCPSite(runner, "127.0.0.1", port).start()
-        kubeconfig = local_kubeconfig(tmp_path / "kubeconfig", port)
-        kube = Kube(await load_configuration(str(kubeconfig)), concurrency=concurrency)
+        async with serving(handle, tmp_path / "kubeconfig") as kubeconfig:
+            kube = Kube(await load_configuration(str(kubeconfig)), concurrency=concurrency)
 
-        async def consume() -> None:
-            async for _ in kube.watch("/api/v1/pods", []):
-                pass
+            async def consume() -> None:
+                async for _ in kube.watch("/api/v1/pods", []):
+                    pass
 
-        watches = [asyncio.create_task(consume()) for _ in range(watching)]
-        try:
-            await wait_until_async(
-                lambda: len(open_watches) == watching, timeout=10, interval=0.01,
-                what="every watch open",
-            )  # fmt: skip
-            answer = await kube.request("GET", "/api/v1/namespaces/ns/pods/p", timeout=5)
-            assert answer["metadata"]["name"] == "p"
-        finally:
-            done.set()
-            for task in watches:
-                task.cancel()
-            await asyncio.gather(*watches, return_exceptions=True)
-            await kube.close()
-            await runner.cleanup()
+            watches = [asyncio.create_task(consume()) for _ in range(watching)]
+            try:
+                await wait_until_async(
+                    lambda: len(open_watches) == watching, timeout=10, interval=0.01,
+                    what="every watch open",
+                )  # fmt: skip
+                answer = await kube.request("GET", "/api/v1/namespaces/ns/pods/p", timeout=5)
+                assert answer["metadata"]["name"] == "p"
+            finally:
+                done.set()
+                for task in watches:
+                    task.cancel()
+                await asyncio.gather(*watches, return_exceptions=True)
+                await kube.close()
 
     asyncio.run(scenario())

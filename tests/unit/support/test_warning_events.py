@@ -75,15 +75,19 @@ def test_the_kubelet_s_token_volume_mount_retry_on_a_busy_machine_is_tolerated()
     assert [w.message for w in unexpected_warnings(events, ())] == [other]
 
 
+def _warning(reason: str, kind: str, name: str, message: str) -> dict[str, Any]:
+    return {
+        "type": "Warning",
+        "reason": reason,
+        "involvedObject": {"kind": kind, "name": name},
+        "message": message,
+        "count": 1,
+    }
+
+
 def test_a_readiness_probe_failing_while_its_container_starts_is_tolerated() -> None:
     def unhealthy(message: str) -> dict[str, Any]:
-        return {
-            "type": "Warning",
-            "reason": "Unhealthy",
-            "involvedObject": {"kind": "Pod", "name": "redis-1"},
-            "message": message,
-            "count": 1,
-        }
+        return _warning("Unhealthy", "Pod", "redis-1", message)
 
     ready = "Readiness probe failed: Could not connect to Redis at 127.0.0.1:6379: refused"
     live = "Liveness probe failed: Could not connect to Redis at 127.0.0.1:6379: refused"
@@ -93,13 +97,7 @@ def test_a_readiness_probe_failing_while_its_container_starts_is_tolerated() -> 
 
 def test_keda_cancelling_its_own_job_create_on_teardown_is_tolerated() -> None:
     def failed(message: str) -> dict[str, Any]:
-        return {
-            "type": "Warning",
-            "reason": "KEDAJobCreateFailed",
-            "involvedObject": {"kind": "ScaledJob", "name": "workqueue-scaledjob"},
-            "message": message,
-            "count": 1,
-        }
+        return _warning("KEDAJobCreateFailed", "ScaledJob", "workqueue-scaledjob", message)
 
     cancelled = (
         "Failed to create job workqueue-scaledjob-: client rate limiter Wait returned an "
