@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ..core import PARALLELJOB, Job, JobKind, JobStatus, parse_job
+from ..core import PARALLELJOB, Job, JobKind, JobStatus, parse_job, version_number
 from ..json_types import JsonDict
 from ..runtime.consistency import WrittenVersions
 from ..runtime.events import JobRef
@@ -40,11 +40,10 @@ def _text(value: object) -> str:
 
 
 def resource_version(value: object) -> int:
-    """A resourceVersion as a number to compare (-1: none)."""
-    try:
-        return int(str(value))
-    except ValueError:
-        return -1
+    """A resourceVersion as a number to compare (-1: none, or not a number):
+    core.version_number, ordered below every real version."""
+    number = version_number(str(value or ""))
+    return -1 if number is None else number
 
 
 class LoopState:
