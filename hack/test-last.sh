@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make test's last two passes at once: the exclusive tests on the local cluster
 # (pytest -m exclusive tests, one at a time; of tests/deploy only those marked
-# localcluster, make deploy-local's own: the rest run on kind) and the kind path
-# (hack/kind-test.sh: tests/deploy and the seed workloads on a kind cluster of its own,
-# on its own docker engine). They share no cluster, and neither waits for the other: the
+# localcluster, make deploy-local's own: the rest run on kind) and the kind pass
+# (hack/kind-test.sh -m kind: the tests marked kind, tests/deploy, the seed workloads and
+# the work-queue tests, on a kind cluster of its own, on its own docker engine). They
+# share no cluster, and neither waits for the other: the
 # exclusive tests mostly wait on the cluster (a third of 2 cores busy, measured),
 # kind's cluster start and image build are what needs the cores.
 #
@@ -20,7 +21,7 @@ cd "$REPO_ROOT" || exit 1
 start=$SECONDS
 
 log "make test: the kind pass beside the exclusive tests (its log: $kind_log)"
-"$HACK_DIR/kind-test.sh" >"$kind_log" 2>&1 &
+"$HACK_DIR/kind-test.sh" -m kind tests >"$kind_log" 2>&1 &
 kind_pid=$!
 # A background job of a script ignores SIGINT: Ctrl-C is passed on as SIGTERM, on which
 # kind-test.sh's EXIT trap still deletes its cluster.
@@ -29,7 +30,7 @@ trap 'stop_kind; exit 130' INT
 trap 'stop_kind; exit 143' TERM
 
 exclusive=0
-"$PYTEST" -m 'exclusive and not (deploy and not localcluster)' tests || exclusive=$?
+"$PYTEST" -m 'exclusive and not (kind and not localcluster)' tests || exclusive=$?
 log "make test: exclusive tests done ($exclusive) after $((SECONDS - start))s"
 kind=0
 wait "$kind_pid" || kind=$?

@@ -134,8 +134,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if _is_exclusive(item):
             item.add_marker(pytest.mark.exclusive)
-        if Path(item.path).is_relative_to(DEPLOY_DIR):
-            item.add_marker(pytest.mark.deploy)
+        if any(Path(item.path).is_relative_to(path) for path in KIND_PASS):
+            item.add_marker(pytest.mark.kind)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         alone = [item for item in items if item.get_closest_marker("exclusive")]
         config.hook.pytest_deselected(items=alone)
@@ -161,9 +161,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # only nodes of their own, run beside the others), the smoke test that stops the whole
 # cluster, the aggregated API registered for every client's discovery (tests/cluster).
 EXCLUSIVE_DIRS = tuple(REPO_ROOT / "tests" / name for name in ("bench", "deploy", "upstream"))
-#: Its tests are marked ``deploy``: make test runs them on kind (hack/test-last.sh), and on
-#: the local cluster only those marked ``localcluster``.
-DEPLOY_DIR = REPO_ROOT / "tests" / "deploy"
+#: What make test runs on kind (the kind pass, hack/test-last.sh and kind-test.sh), beside
+#: the exclusive tests, rather than on the local cluster: marked ``kind``. The in-cluster
+#: deploy (but its tests of make deploy-local, marked ``localcluster``), the seed's
+#: workloads and the work-queue tests on real pods: nothing there is the local cluster's
+#: own, and the local cluster's first pass is the CPU-bound part of make test.
+KIND_PASS = tuple(
+    REPO_ROOT / "tests" / path
+    for path in (
+        "deploy",
+        "e2e/test_workloads.py",
+        "e2e/test_workqueue.py",
+        "e2e/test_workqueue_scale_down.py",
+    )
+)
 
 
 def _is_exclusive(item: pytest.Item) -> bool:
