@@ -33,6 +33,8 @@ IMAGE_NAME=${PJ_IMAGE_NAME:-paralleljob-operator}
 DEV_IMAGE=$IMAGE_NAME:dev
 STORE=$CACHE_DIR/images/operator
 mkdir -p "$STORE"
+# Without a registry, kind's engine builds from the Debian base, as hack/deploy.sh kind.
+[ "$mode" != kind ] || ! kind_here_wanted || use_kind_here
 use_cluster "$mode"
 kubectl version >/dev/null 2>&1 || die "the $mode cluster does not answer ($(kube_desc))"
 
