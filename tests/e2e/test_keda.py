@@ -284,11 +284,14 @@ def plot(samples: list[Sample], maximum: int, path: Path) -> None:
 
 
 # The example is applied in one go: KEDA's scaler and the HPA (through KEDA's metrics
-# server) ask Redis for the backlog before its pod is up.
+# server) ask Redis for the backlog before its pod is up, and KEDA may check the
+# ParallelJob's /scale before the ParallelJob is stored ("Target resource doesn't expose
+# /scale subresource", ScaledObjectCheckFailed, then ready at its next reconcile).
 @pytest.mark.warnings(
     "KEDAScalerFailed",
     "FailedGetExternalMetric",
     "FailedComputeMetricsReplicas",
+    "ScaledObjectCheckFailed",
     "ScaledObjectDeleted",
 )
 def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
