@@ -56,8 +56,12 @@ class WriteFence:
         """The Lease is lost (or given up): nothing more goes out."""
         self._valid_until = -math.inf
 
+    def remaining(self) -> float:
+        """Seconds until the fence shuts (0 or less: shut)."""
+        return self._valid_until - self._clock()
+
     def is_open(self) -> bool:
-        return self._clock() < self._valid_until
+        return self.remaining() > 0
 
     def check(self, method: str, path: str) -> float:
         """Raises ApiError (reason NotLeading) for a write the fence is shut to; else the
@@ -65,7 +69,7 @@ class WriteFence:
         deadline: an answer that comes later is not waited for."""
         if method in READS:
             return math.inf
-        left = self._valid_until - self._clock()
+        left = self.remaining()
         if left > 0:
             return left
         self.refused += 1
