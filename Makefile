@@ -68,7 +68,7 @@ layers: venv ## The architecture in figures: modules per layer, cross-layer impo
 # deploy-local, the seed workloads, the work-queue tests) run there, not locally.
 TEST_WORKERS ?= 4
 test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integration and e2e tests, then the exclusive ones beside the kind path (TEST_WORKERS=4)
-	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal --durations=25 -m 'not exclusive and not kind' tests
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist worksteal -m 'not exclusive and not kind' tests
 	@hack/test-last.sh
 
 .PHONY: test-kind

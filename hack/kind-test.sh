@@ -31,4 +31,4 @@ log "kind tests: cluster up after $((SECONDS - start))s"
 "$KIND" smoke
 cd "$REPO_ROOT" || exit 1
 eval "$("$KIND" env)"
-PJ_TEST_KUBECONFIG=$kubeconfig "$PYTEST" --durations=10 "$@"
+PJ_TEST_KUBECONFIG=$kubeconfig "$PYTEST" "$@"

@@ -30,7 +30,7 @@ trap 'stop_kind; exit 130' INT
 trap 'stop_kind; exit 143' TERM
 
 exclusive=0
-"$PYTEST" --durations=15 -m 'exclusive and not (kind and not localcluster)' tests || exclusive=$?
+"$PYTEST" -m 'exclusive and not (kind and not localcluster)' tests || exclusive=$?
 log "make test: exclusive tests done ($exclusive) after $((SECONDS - start))s"
 kind=0
 wait "$kind_pid" || kind=$?
