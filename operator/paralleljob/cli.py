@@ -38,6 +38,7 @@ from .config import (
     port_from_env,
 )
 from .election.fence import WriteFence
+from .election.fence_object import FenceObject
 from .election.lease_lock import lease_path
 from .election.standby import run_elected
 from .runtime.kube import ApiError, ConfigError, Kube, load_configuration
@@ -200,6 +201,8 @@ async def preflight(config: OperatorConfig) -> None:
                 raise StartupError(f"cannot look up namespace {namespace!r}: {exc}") from exc
         if config.leader_election.enabled:
             await _check_lease(kube, config.leader_election)
+        elif os.environ.get("POD_NAME"):
+            await _clear_fence(kube, config.leader_election)
     finally:
         await kube.close()
 
@@ -263,6 +266,17 @@ async def _check_lease(kube: Kube, election: LeaderElectionConfig) -> None:
     except ApiError as exc:
         if not exc.not_found:
             raise StartupError(f"cannot read lease {namespace}/{name}: {exc}") from exc
+
+
+async def _clear_fence(kube: Kube, election: LeaderElectionConfig) -> None:
+    """Alone in a pod (no leader election): no Fence, or the API server would refuse this
+    pod's writes for not being the leader an earlier deploy named there
+    (election/fence_object.py). Outside a pod nothing is judged: no token names a pod."""
+    fence = FenceObject(kube, election.namespace, election.lease_name)
+    try:
+        await fence.delete()
+    except ApiError as exc:
+        raise StartupError(f"cannot delete fence {fence.describe}: {exc}") from exc
 
 
 def configure_logging(level: str) -> None:

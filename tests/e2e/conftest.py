@@ -29,13 +29,16 @@ CRD = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
 CRON_CRD = REPO_ROOT / "crds" / "paralleljob.dev_parallelcronjobs.yaml"
 #: The template rule a CRD rule cannot afford (crds/template-policy.yaml).
 TEMPLATE_POLICY = REPO_ROOT / "crds" / "template-policy.yaml"
+#: Where a leader names itself (election/fence_object.py); no policy judges by it here.
+FENCE_CRD = REPO_ROOT / "crds" / "paralleljob.dev_fences.yaml"
 OPERATOR_BIN = Path(sys.executable).parent / "paralleljob-operator"
 
 
 def apply_crd() -> None:
-    """Applies the ParallelJob and ParallelCronJob CRDs and the template policy from crds/
-    (server-side, so that repeated runs agree) and waits until the CRDs are Established."""
-    files = (CRD, CRON_CRD, TEMPLATE_POLICY)
+    """Applies the ParallelJob, ParallelCronJob and Fence CRDs and the template policy from
+    crds/ (server-side, so that repeated runs agree) and waits until the CRDs are
+    Established."""
+    files = (CRD, CRON_CRD, FENCE_CRD, TEMPLATE_POLICY)
     kubectl("apply", "--server-side", "--force-conflicts", *(f"-f{f}" for f in files))
 
     # Polled, not `kubectl wait`: when another test worker has just created the CRD, its
@@ -45,11 +48,12 @@ def apply_crd() -> None:
             "get",
             "crd/paralleljobs.paralleljob.dev",
             "crd/parallelcronjobs.paralleljob.dev",
+            "crd/fences.paralleljob.dev",
             "-o",
             "jsonpath={.items[*].status.conditions[?(@.type=='Established')].status}",
             check=False,
         )
-        return got.stdout.split() == ["True", "True"]
+        return got.stdout.split() == ["True", "True", "True"]
 
     wait_until(established, timeout=60, what="the CRDs Established")
 

@@ -29,6 +29,11 @@ def _created_after(watch: PodWatch, since: float) -> float:
     return first - since
 
 
+def _fence_holder(k: Kubectl) -> str:
+    fence = k.json("get", "fences.paralleljob.dev", "paralleljob-operator")
+    return str(fence["spec"]["holderIdentity"])
+
+
 @pytest.mark.parametrize(
     "restarted", [True, False], ids=["process restarted in place", "standby takes over"]
 )
@@ -50,6 +55,9 @@ def test_failover_after_the_leader_is_sigkilled(
         # Restarted in place, the process hands its pod's lease over to the standby,
         # whose caches are in sync, rather than wait for the lease to expire.
         assert new is pair.other(leader)
+        # The new leader named itself where an admission policy would judge writes by.
+        [new_name] = [n for n, op in pair.ops.items() if op is new]
+        assert _fence_holder(k) == new_name
         wait_until(lambda: k.finished(name), timeout=120, what=f"{name} done")
     status = k.status(name)
     assert (status["succeeded"], status.get("failed", 0)) == (40, 0)
@@ -57,6 +65,7 @@ def test_failover_after_the_leader_is_sigkilled(
         leader.start()  # for the fixture's cleanup: both candidates back
 
 
+@pytest.mark.long
 def test_leader_killed_every_few_seconds_through_a_500_pod_run(
     pair: Pair, k: Kubectl, core_v1: Any
 ) -> None:

@@ -126,6 +126,11 @@ class Elector:
         return self._acquired and is_leader(self.observed, self.identity)
 
     @property
+    def transitions(self) -> int:
+        """The Lease's leaseTransitions as this process last wrote it."""
+        return self._own.transitions if self._own is not None else 0
+
+    @property
     def holder(self) -> str:
         return self.observed.record.holder if self.observed is not None else ""
 

@@ -20,9 +20,11 @@ from aiohttp import web
 from ..config import OperatorConfig
 from ..json_types import JsonDict
 from ..runtime import metrics
+from ..runtime.api import ApiError
 from ..runtime.kube import Kube, load_configuration, user_agent
 from .elector import Elector
 from .fence import WriteFence
+from .fence_object import FenceObject
 from .lease_lock import KubeLeaseLock
 
 log = logging.getLogger(__name__)
@@ -38,12 +40,15 @@ async def campaign(
     stop: asyncio.Event,
     before_leading: Callable[[], Awaitable[None]],
     exit_now: Callable[[], None],
+    name_leader: Callable[[], Awaitable[None]] | None = None,
 ) -> int:
     """Stands by until elected (or ``stop``), runs ``lead`` while leading; the exit status.
 
-    ``before_leading`` frees what the operator needs (the standby's ports). Losing the
-    lease logs one line and calls ``exit_now`` (which does not return outside tests);
-    the operator stopping by itself gives the lease up for a standby to take at once."""
+    ``before_leading`` frees what the operator needs (the standby's ports);
+    ``name_leader`` names this replica in the Fence (fence_object.py) once it holds the
+    Lease, before it leads. Losing the lease logs one line and calls ``exit_now`` (which
+    does not return outside tests); the operator stopping by itself gives the lease up
+    for a standby to take at once."""
     describe = elector.lock.describe
     try:
         acquired = await elector.acquire(stop)
@@ -56,15 +61,16 @@ async def campaign(
     log.info("acquired lease %s as %s", describe, elector.identity)
     # Started before the operator: kopf, when it stops, leaves the tasks it found alone.
     holder = asyncio.create_task(elector.hold(), name="leader election")
+    if name_leader is not None:
+        named = asyncio.create_task(_as_coroutine(name_leader()), name="fence")
+        await asyncio.wait({holder, named}, return_when=asyncio.FIRST_COMPLETED)
+        if holder.done():
+            return await _lost(describe, holder, named, exit_now)
+        named.result()
     leading = asyncio.create_task(_as_coroutine(lead(stop)), name="operator")
     await asyncio.wait({holder, leading}, return_when=asyncio.FIRST_COMPLETED)
     if holder.done():
-        log.error("lost lease %s: %s; exiting", describe, _why_lost(holder))
-        exit_now()
-        leading.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await leading
-        return 1
+        return await _lost(describe, holder, leading, exit_now)
     holder.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await holder
@@ -72,6 +78,40 @@ async def campaign(
         log.info("released lease %s", describe)
     leading.result()  # the operator's own failure, if any, as without an election
     return 0
+
+
+async def _lost(
+    describe: str,
+    holder: asyncio.Task[str],
+    acting: asyncio.Task[None],
+    exit_now: Callable[[], None],
+) -> int:
+    log.error("lost lease %s: %s; exiting", describe, _why_lost(holder))
+    exit_now()
+    acting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await acting
+    return 1
+
+
+async def name_in_fence(elector: Elector, fence_object: FenceObject) -> None:
+    """Until the Fence names this leader (fence_object.py), a retry period between
+    attempts; while the Lease is held (campaign gives up on this once it is lost)."""
+    failed = ""
+    while True:
+        try:
+            named = await fence_object.claim(elector.identity, elector.transitions, elector.fence)
+        except (ApiError, TimeoutError) as exc:
+            if str(exc) != failed:
+                log.warning("cannot name this leader in fence %s: %s", fence_object.describe, exc)
+            failed = str(exc)
+            await elector.clock.sleep(elector.config.retry_period_seconds)
+            continue
+        if named:
+            log.info("fence %s names %s", fence_object.describe, elector.identity)
+        else:
+            log.info("no Fence kind is served: writes are fenced where they leave only")
+        return
 
 
 async def _as_coroutine(awaitable: Awaitable[None]) -> None:
@@ -131,6 +171,7 @@ async def run_elected(
         kube, election.namespace, election.lease_name, timeout=election.lease_duration_seconds
     )
     elector = Elector(lock, election, warm=warm, fence=fence)
+    fence_object = FenceObject(kube, election.namespace, election.lease_name)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -145,7 +186,12 @@ async def run_elected(
     log.info("leader election: standing by for lease %s as %s", lock.describe, elector.identity)
     try:
         return await campaign(
-            elector, lead, stop=stop, before_leading=free_ports, exit_now=exit_at_once
+            elector,
+            lead,
+            stop=stop,
+            before_leading=free_ports,
+            exit_now=exit_at_once,
+            name_leader=lambda: name_in_fence(elector, fence_object),
         )
     finally:
         await kube.close()

@@ -401,7 +401,7 @@ def test_a_disruption_budget_keeps_one_replica() -> None:
     assert budget["metadata"]["namespace"] == deployment["metadata"]["namespace"]
 
 
-def test_the_lease_role_grants_exactly_get_create_update_on_leases() -> None:
+def test_the_lease_role_grants_exactly_what_leases_and_fences_need() -> None:
     role = _one("Role")
     assert role["metadata"]["namespace"] == "paralleljob-system"
     assert role["rules"] == [
@@ -409,7 +409,12 @@ def test_the_lease_role_grants_exactly_get_create_update_on_leases() -> None:
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
             "verbs": ["get", "create", "update"],
-        }
+        },
+        {
+            "apiGroups": ["paralleljob.dev"],
+            "resources": ["fences"],
+            "verbs": ["get", "create", "update", "delete"],
+        },
     ]
     binding = _one("RoleBinding")
     assert binding["roleRef"] == {
