@@ -86,8 +86,8 @@ test-keda: prereqs build venv ## The KEDA autoscaling e2e test at full size (300
 test-schedule: prereqs build venv ## The ParallelCronJob e2e tests: catch-up across a 5-minute outage (OUTAGE_MINUTES; make test: 2), healthy schedules for 10 minutes (QUIET_MINUTES; make test: 2)
 	PJ_SCHEDULE_OUTAGE_MINUTES=$(or $(OUTAGE_MINUTES),5) PJ_SCHEDULE_QUIET_MINUTES=$(or $(QUIET_MINUTES),10) $(VENV)/bin/pytest -n 3 tests/e2e/test_parallel_cron_job.py tests/e2e/test_parallelcronjob_workqueue.py
 
-chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run, kube-apiserver down 20 s, 10 leader pauses
-	CHAOS_PODS=$(or $(CHAOS_PODS),1000) CHAOS_PAUSE_ROUNDS=$(or $(CHAOS_PAUSE_ROUNDS),10) CHAOS_OUTAGE_SECONDS=$(or $(CHAOS_OUTAGE_SECONDS),20) $(VENV)/bin/pytest -m chaos tests/chaos
+chaos: prereqs build venv ## The chaos suite alone, full size: components killed and restarted mid-run, kube-apiserver down 20 s, 10 leader pauses, 10 slow links (make test: 1)
+	CHAOS_PODS=$(or $(CHAOS_PODS),1000) CHAOS_PAUSE_ROUNDS=$(or $(CHAOS_PAUSE_ROUNDS),10) CHAOS_OUTAGE_SECONDS=$(or $(CHAOS_OUTAGE_SECONDS),20) SLOW_LINK_ROUNDS=$(or $(SLOW_LINK_ROUNDS),10) $(VENV)/bin/pytest -m chaos tests/chaos tests/deploy/test_slow_link.py
 
 # --- Image, in-cluster deploy, demo (Dockerfile, manifests/, hack/{image,deploy,undeploy,demo}.sh)
 # kind and the local cluster never share a kubeconfig: an explicit KUBECONFIG

@@ -70,7 +70,7 @@ for dir in $(cgroup_dirs); do rmdir "$dir" 2>/dev/null || true; done
 if [ -x "$KUBE_BIN/kube-proxy" ]; then
   "$KUBE_BIN/kube-proxy" --cleanup >>"$LOG_DIR/kube-proxy-cleanup.log" 2>&1 || true
 fi
-doomed='^(KUBE-|'"$IPT_FORWARD_CHAIN"'$|'"$IPT_MASQ_CHAIN"'$)'
+doomed='^(KUBE-|'"$IPT_FORWARD_CHAIN"'$|'"$IPT_MASQ_CHAIN"'$|'"$IPT_TEST_CHAIN"'$)'
 remove_chains() {
   local ipt=$1 table rules chain
   for table in filter nat mangle raw; do
@@ -78,7 +78,7 @@ remove_chains() {
     # Rules in any chain that jump to a doomed chain, then the chains.
     while read -r rule; do
       [ -n "$rule" ] && eval "$ipt -w -t $table -D ${rule#-A }" 2>/dev/null || true
-    done < <(grep -E -- "^-A .* -j (KUBE-[A-Za-z0-9-]*|$IPT_FORWARD_CHAIN|$IPT_MASQ_CHAIN)( |\$)" <<<"$rules" || true)
+    done < <(grep -E -- "^-A .* -j (KUBE-[A-Za-z0-9-]*|$IPT_FORWARD_CHAIN|$IPT_MASQ_CHAIN|$IPT_TEST_CHAIN)( |\$)" <<<"$rules" || true)
     chains=$(awk '$1 == "-N" {print $2}' <<<"$rules" | grep -E "$doomed" || true)
     for chain in $chains; do "$ipt" -w -t "$table" -F "$chain" 2>/dev/null || true; done
     for chain in $chains; do "$ipt" -w -t "$table" -X "$chain" 2>/dev/null || true; done

@@ -46,6 +46,8 @@ CGROUP_ROOT=paralleljob-local-cluster
 # Our iptables chains (everything else is KUBE-* from kubelet/kube-proxy).
 IPT_FORWARD_CHAIN=PJ-LOCAL-FORWARD
 IPT_MASQ_CHAIN=PJ-LOCAL-MASQ
+# A test's slow link to the API server (tests/support/slow_link.py), should it die first.
+IPT_TEST_CHAIN=PJ-TEST-SLOW-LINK
 
 # Components in start order; cluster-down stops them in reverse.
 COMPONENTS=(etcd containerd kube-apiserver kube-controller-manager kube-scheduler coredns kube-proxy kubelet kwok)
