@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import long_first
 from tests.support.locks import machine_lock
 from tests.support.wait import wait_until
 
@@ -114,6 +115,7 @@ def start_local_cluster() -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(long_first, "long-first")
     config.addinivalue_line(
         "markers",
         "destructive: stops the local cluster; runs after every other test of the session",

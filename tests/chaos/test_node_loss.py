@@ -93,6 +93,7 @@ def _running(pods: list[dict[str, Any]]) -> int:
     return sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Running")
 
 
+@pytest.mark.long
 def test_a_node_deleted_under_running_pods_ends_as_with_the_built_in_controller(
     pair: Pair, k: Kubectl, nodes: dict[str, str]
 ) -> None:

@@ -208,6 +208,7 @@ def _pause_past_the_lease(pair: Pair, k: Kubectl) -> tuple[Operator, Operator]:
     return leader, standby
 
 
+@pytest.mark.long
 def test_a_leader_paused_past_its_lease_writes_nothing_when_it_resumes(
     audited_pair: Pair, k: Kubectl, core_v1: Any
 ) -> None:

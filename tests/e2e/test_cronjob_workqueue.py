@@ -72,6 +72,7 @@ def cronjob(image: str) -> dict[str, Any]:
     return cron
 
 
+@pytest.mark.long
 def test_a_cronjob_relaunches_the_work_queue_each_batch_drained_by_a_scheduled_job(
     operator: Operator, k: Kubectl, queue: Queue, core_v1: Any
 ) -> None:

@@ -294,6 +294,7 @@ def plot(samples: list[Sample], maximum: int, path: Path) -> None:
     "ScaledObjectCheckFailed",
     "ScaledObjectDeleted",
 )
+@pytest.mark.long
 def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
     operator: Operator, k: Kubectl, worker_image: str, keda: None
 ) -> None:

@@ -94,6 +94,7 @@ def boundaries(after: datetime, until: datetime) -> set[datetime]:
 
 # Latest and Skip report the minutes they did not run (the test asserts it); All runs them.
 @pytest.mark.warnings("MissSchedule")
+@pytest.mark.long
 def test_each_catch_up_policy_across_an_operator_outage(operator: Operator, k: Kubectl) -> None:
     """Three ParallelCronJobs, every minute, one per policy. Each runs once; the operator is
     stopped for OUTAGE_MINUTES minute boundaries, then started: Latest runs the latest
@@ -273,6 +274,7 @@ def _active_names(k: Kubectl, name: str) -> tuple[set[str], set[str]]:
     return {a["name"] for a in listed}, running
 
 
+@pytest.mark.long
 def test_a_healthy_schedule_is_quiet_and_runs_once_a_minute(operator: Operator, k: Kubectl) -> None:
     """Issue 43: two ParallelCronJobs every minute, Forbid and Replace, a 5 s job each,
     for QUIET_MINUTES minutes: one job per minute each, status.active the job that runs

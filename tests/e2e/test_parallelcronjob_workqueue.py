@@ -61,6 +61,7 @@ def settled(k: Kubectl, queue: Queue, items: list[str]) -> bool:
     return bool(found) and all(terminal(j) for j in found)
 
 
+@pytest.mark.long
 def test_a_parallelcronjob_relaunches_the_work_queue_each_batch_drained_by_its_own_run(
     operator: Operator, k: Kubectl, queue: Queue
 ) -> None:
