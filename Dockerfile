@@ -29,6 +29,7 @@ COPY pyproject.toml requirements.lock ./
 COPY hack/check-pins.py hack/
 RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' >runtime.txt \
  && /opt/paralleljob/bin/pip install --quiet -c requirements.lock -r runtime.txt
+COPY VERSION ./
 COPY operator/ operator/
 # Then the package itself; every installed distribution must be pinned, at
 # that version, by the lock. pip and setuptools are not needed at run time.

@@ -20,7 +20,7 @@ help: ## List the targets
 prereqs: ## Install every Debian package a target needs (hack/prereqs.txt; idempotent)
 	@hack/install-prereqs.sh
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+$(VENV)/.installed: pyproject.toml requirements.lock VERSION
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
 	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
@@ -95,7 +95,10 @@ chaos: prereqs build venv ## The chaos suite alone, full size: components killed
 PJ_USER_KUBECONFIG := $(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))
 export PJ_USER_KUBECONFIG
 
-.PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down
+.PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down release
+
+release: prereqs build ## dist/ for VERSION: one install manifest (kubectl apply --server-side -f dist/paralleljob-operator-VERSION.yaml installs and upgrades) and the image as an archive
+	@hack/release.sh
 
 image: prereqs ## Build the operator image (also paralleljob-worker's) with docker (FROM python:3.11-slim)
 	@hack/image.sh

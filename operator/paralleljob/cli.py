@@ -42,6 +42,7 @@ from .election.fence_object import FenceObject
 from .election.lease_lock import lease_path
 from .election.standby import run_elected
 from .runtime.kube import ApiError, ConfigError, Kube, load_configuration
+from .version import version
 
 PROG = "paralleljob-operator"
 DEFAULTS = OperatorConfig()
@@ -94,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         prog=PROG,
         description="Run the ParallelJob operator (the batch/v1 Job controller as a CRD).",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {version()}")
     parser.add_argument(
         "--namespace",
         "-n",
@@ -314,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     log = logging.getLogger(PROG)
     scope = ", ".join(config.namespaces) if config.namespaces else "all namespaces"
-    log.info("starting: watching %s", scope)
+    log.info("starting %s %s: watching %s", PROG, version(), scope)
     options: dict[str, Any] = {
         "standalone": True,
         "clusterwide": not config.namespaces,

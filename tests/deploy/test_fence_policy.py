@@ -220,7 +220,7 @@ def alone(deployed: Kubectl) -> Iterator[Kubectl]:
         deployed.run("rollout", "status", *deployment, "--timeout=180s", timeout=200)
         yield deployed
     finally:
-        deployed.run("set", "env", *deployment, "PJ_LEADER_ELECT-")
+        deployed.run("set", "env", *deployment, "PJ_LEADER_ELECT=true")
         deployed.run("scale", *deployment, "--replicas=2")
         deployed.run("rollout", "status", *deployment, "--timeout=180s", timeout=200)
         wait_until(

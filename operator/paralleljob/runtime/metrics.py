@@ -29,6 +29,7 @@ from ..core import (
     intervals_total,
     parse_indexes_from_string,
 )
+from ..version import version
 
 PREFIX = "paralleljob_controller"
 
@@ -53,6 +54,9 @@ JOB_SYNC_DURATION = Histogram(
     ["completion_mode", "result", "action"],
     buckets=[0.004 * 2**i for i in range(15)],
 )
+#: The running version (VERSION), as kube's ``kubernetes_build_info``: always 1.
+BUILD_INFO = Gauge("paralleljob_build_info", "The operator's version: 1", ["version"])
+BUILD_INFO.labels(version=version()).set(1)
 JOB_SYNCS = Counter(
     f"{PREFIX}_job_syncs", "The number of job syncs", ["completion_mode", "result", "action"]
 )
