@@ -56,14 +56,7 @@ image=$(KIND_CLUSTER_NAME=$KIND_CLUSTER_NAME "$HACK_DIR/node-image.sh" "$mode")
 overlay=$(mktemp -d)
 trap 'rm -rf "$overlay"' EXIT
 {
-  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-  echo "kind: Kustomization"
-  # kustomize takes only relative paths; a base may lie outside the root.
-  echo "resources: [\"$(realpath --relative-to="$overlay" "$REPO_ROOT/manifests")\"]"
-  echo "images:"
-  echo "  - name: paralleljob-operator"
-  echo "    newName: ${image%:*}"
-  echo "    newTag: \"${image##*:}\""
+  manifests_overlay "$overlay" "$image"
   # Every setting of config.env that the environment sets overrides it.
   overrides=()
   for key in $(sed -n 's/^\(PJ_[A-Z_]*\)=.*/\1/p' "$REPO_ROOT/manifests/config.env"); do

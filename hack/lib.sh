@@ -94,6 +94,19 @@ render() {
   printf '%s' "$text"
 }
 
+# manifests_overlay DIR IMAGE: prints a kustomization in DIR of manifests/ with the
+# operator's image pinned to IMAGE (kustomize takes only relative paths; a base may lie
+# outside the root). hack/deploy.sh appends its configuration; hack/release.sh not.
+manifests_overlay() {
+  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
+  echo "kind: Kustomization"
+  echo "resources: [\"$(realpath --relative-to="$1" "$REPO_ROOT/manifests")\"]"
+  echo "images:"
+  echo "  - name: paralleljob-operator"
+  echo "    newName: ${2%:*}"
+  echo "    newTag: \"${2##*:}\""
+}
+
 # go_module_file MODULE@VERSION FIELD: a path `go mod download -json` reports
 # for the module (FIELD Dir: its source tree; GoMod: its go.mod), fetched
 # through the machine's Go configuration (GOPROXY, GONOSUMDB, GOFLAGS...).

@@ -43,15 +43,7 @@ DOCKER=${PJ_DOCKER_CLI:-/usr/bin/docker}
 "$DOCKER" tag "$built" "$image"
 
 mkdir -p "$dist"
-{
-  echo "apiVersion: kustomize.config.k8s.io/v1beta1"
-  echo "kind: Kustomization"
-  echo "resources: [\"$(realpath --relative-to="$overlay" "$REPO_ROOT/manifests")\"]"
-  echo "images:"
-  echo "  - name: paralleljob-operator"
-  echo "    newName: ${image%:*}"
-  echo "    newTag: \"${image##*:}\""
-} >"$overlay/kustomization.yaml"
+manifests_overlay "$overlay" "$image" >"$overlay/kustomization.yaml"
 {
   echo "# paralleljob-operator $version: the CRDs, RBAC, policies, namespace and operator."
   echo "# Install or upgrade: kubectl apply --server-side -f paralleljob-operator-$version.yaml"

@@ -7,11 +7,13 @@ from __future__ import annotations
 import asyncio
 import copy
 import math
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import pytest
 
 from paralleljob import constants as c
+from paralleljob.election.elector import Elector
 from paralleljob.election.fence import WriteFence
 from paralleljob.election.fence_object import FenceObject, fence_path
 from paralleljob.election.standby import campaign, name_in_fence
@@ -153,6 +155,27 @@ def test_delete_leaves_no_fence_and_minds_none_being_there() -> None:
 # -- the campaign names the leader before it leads ---------------------------------------
 
 
+def _campaign(
+    elector: Elector,
+    lead: Callable[[asyncio.Event], Awaitable[None]],
+    seen: list[str],
+    name_leader: Callable[[], Awaitable[None]],
+) -> int:
+    async def freed() -> None:
+        seen.append("ports freed")
+
+    return asyncio.run(
+        campaign(
+            elector,
+            lead,
+            stop=asyncio.Event(),
+            before_leading=freed,
+            exit_now=lambda: seen.append("exit"),
+            name_leader=name_leader,
+        )
+    )
+
+
 def test_the_campaign_names_the_leader_in_the_fence_before_it_leads() -> None:
     server, clock = FakeLeaseServer(), FakeClock()
     a, _ = candidate("pod-a", server, clock)
@@ -162,19 +185,7 @@ def test_the_campaign_names_the_leader_in_the_fence_before_it_leads() -> None:
     async def lead(stop: asyncio.Event) -> None:
         seen.append(f"leading (fence names {api.holder})")
 
-    async def freed() -> None:
-        seen.append("ports freed")
-
-    status = asyncio.run(
-        campaign(
-            a,
-            lead,
-            stop=asyncio.Event(),
-            before_leading=freed,
-            exit_now=lambda: seen.append("exit"),
-            name_leader=lambda: name_in_fence(a, _object(api)),
-        )
-    )
+    status = _campaign(a, lead, seen, lambda: name_in_fence(a, _object(api)))
     assert status == 0
     assert seen == ["ports freed", "leading (fence names pod-a)"]
     assert server.record is not None
@@ -194,21 +205,8 @@ def test_a_leader_that_loses_the_lease_before_the_fence_names_it_never_leads() -
     async def lead(stop: asyncio.Event) -> None:
         seen.append("leading")
 
-    async def freed() -> None:
-        pass
-
-    status = asyncio.run(
-        campaign(
-            a,
-            lead,
-            stop=asyncio.Event(),
-            before_leading=freed,
-            exit_now=lambda: seen.append("exit"),
-            name_leader=never_named,
-        )
-    )
-    assert status == 1
-    assert seen == ["exit"]
+    assert _campaign(a, lead, seen, never_named) == 1
+    assert seen == ["ports freed", "exit"]
 
 
 def test_naming_is_retried_until_the_api_server_takes_it() -> None:
