@@ -389,6 +389,13 @@ def test_the_deployment_runs_two_replicas_apart_with_their_pod_names() -> None:
     term = preferred["podAffinityTerm"]
     assert term["topologyKey"] == "kubernetes.io/hostname"
     assert term["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
+    [zones] = pod["topologySpreadConstraints"]
+    assert (zones["topologyKey"], zones["whenUnsatisfiable"], zones["maxSkew"]) == (
+        "topology.kubernetes.io/zone",
+        "ScheduleAnyway",
+        1,
+    )
+    assert zones["labelSelector"]["matchLabels"] == spec["selector"]["matchLabels"]
 
 
 def test_a_disruption_budget_keeps_one_replica() -> None:
