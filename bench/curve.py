@@ -1,7 +1,7 @@
 """Scenario 8 (issue 23): a scale curve. Per arm, one background namespace grows through
 the levels (running jobs of ``curve_pods`` long pods each); at each level, once steady
 (every pod running, every job's status showing all its pods ready) and quiet (no change
-to a pod for ``QUIET_S``), the controller's,
+to a pod for ``Sizes.curve_quiet_s``), the controller's,
 the API server's and etcd's memory and CPU, the operator's longest event-loop pause, and
 a round of probe jobs (one pod each, ending at once); then, at the top level, the
 controller is SIGKILLed and its replacement timed until it creates a new job's first pod
@@ -56,11 +56,6 @@ PAUSES = {
 }
 #: How long a restarted controller may take to sync every job before the round fails.
 RESYNC_TIMEOUT = 1200.0
-#: A level is measured once its background's pods have not changed for this long: every job
-#: showing all its pods ready is not enough at 50,000 pods, where kwok's pod informer
-#: lags its own patches by minutes and plays the ready stage again on each stale event
-#: (75,422 status patches for 50,000 pods), keeping the API server and scheduler busy.
-QUIET_S = 30.0
 #: How long to wait for that quiet before measuring anyway (the figures then say so).
 SETTLE_TIMEOUT = 1800.0
 
@@ -249,7 +244,7 @@ async def _level(
         await seen.wait_for(lambda: seen.all_ready >= level, timeout=timeout, what=what)
     steady_s = time.monotonic() - started
     bench.log(f"s8 {arm.label}: {level} jobs steady after {steady_s:.0f}s")
-    settled = await _settle(bench, arm, seen)
+    settled = await _settle(bench, arm, seen, sizes.curve_quiet_s)
     steady = {name: procstat.read_usage(find()) for name, find in bench.finders().items()}
     probes = probe(sizes.curve_probes, sizes.curve_probe_rate)
     result = await bench.run_round(f"s8-{level}", arm, 1, probes)
@@ -274,14 +269,14 @@ async def _level(
     return result
 
 
-async def _settle(bench: Bench, arm: Arm, seen: Observer) -> dict[str, float]:
-    """Waits until the background's pods have been quiet for ``QUIET_S``. Its figures:
+async def _settle(bench: Bench, arm: Arm, seen: Observer, quiet_s: float) -> dict[str, float]:
+    """Waits until the background's pods have been quiet for ``quiet_s``. Its figures:
     how many pod changes arrived after steady, the time from steady to the last of them,
     and whether the quiet came before ``SETTLE_TIMEOUT`` (1) or not (0)."""
     steady, changes = time.monotonic(), seen.pod_changes
     try:
         await seen.wait_for(
-            lambda: seen.pods_quiet_for(QUIET_S), timeout=SETTLE_TIMEOUT, what="a quiet background"
+            lambda: seen.pods_quiet_for(quiet_s), timeout=SETTLE_TIMEOUT, what="a quiet background"
         )
         quiet = 1.0
     except RoundFailed as exc:
