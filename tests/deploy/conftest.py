@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.locks import machine_lock
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -144,22 +145,10 @@ def deployed(kubectl: Kubectl, is_local_cluster: bool) -> Iterator[Kubectl]:
     dockerd = str(REPO / "hack" / "dockerd.sh")
     engine_was_running = subprocess.run([dockerd, "status"], capture_output=True).returncode == 0
     _fresh_watched_namespace(kubectl)
-    if kind is None:
-        deploy_local(kubectl)
-    else:
-        proc = subprocess.run(
-            [str(REPO / "hack" / "deploy.sh"), "kind"],
-            env=dict(
-                kubectl.env,
-                PJ_USER_KUBECONFIG=kubectl.kubeconfig,
-                KIND_CLUSTER_NAME=kind,
-                PJ_WATCH_NAMESPACES=WATCHED,
-            ),
-            capture_output=True,
-            text=True,
-            timeout=900,
-        )
-        assert proc.returncode == 0, f"hack/deploy.sh kind failed:\n{proc.stderr}"
+    # The image build and load, one at a time with the work-queue tests' (the kind pass
+    # runs them beside this package: hack/kind-test.sh).
+    with machine_lock("docker-engine"):
+        _deploy(kubectl, kind)
     yield kubectl
     # Its ParallelJobs go while the operator still runs (it holds their finalizers).
     kubectl.run(
@@ -194,3 +183,23 @@ def deployed(kubectl: Kubectl, is_local_cluster: bool) -> Iterator[Kubectl]:
 def watched(deployed: Kubectl) -> str:
     """The namespace the deployed operator watches."""
     return WATCHED
+
+
+def _deploy(kubectl: Kubectl, kind: str | None) -> None:
+    """`make deploy-local` on the local cluster, `hack/deploy.sh kind` on kind."""
+    if kind is None:
+        deploy_local(kubectl)
+        return
+    proc = subprocess.run(
+        [str(REPO / "hack" / "deploy.sh"), "kind"],
+        env=dict(
+            kubectl.env,
+            PJ_USER_KUBECONFIG=kubectl.kubeconfig,
+            KIND_CLUSTER_NAME=kind,
+            PJ_WATCH_NAMESPACES=WATCHED,
+        ),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, f"hack/deploy.sh kind failed:\n{proc.stderr}"
