@@ -20,11 +20,7 @@ mode=docker
 
 build_args=()
 if [ "$mode" = local ]; then
-  host=$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')
-  [ -n "$host" ] || die "no docker engine"
-  export DOCKER_HOST=$host
-  DOCKER=${PJ_DOCKER_CLI:-/usr/bin/docker}
-  [ -x "$DOCKER" ] || DOCKER=docker
+  use_local_docker
   base=${PJ_BASE_IMAGE:-$("$HACK_DIR/base-image.sh")}
   # The engine has no bridge: RUN steps (pip) use the host's network.
   build_args+=(--network host)

@@ -379,8 +379,9 @@ up() {
     log "kind: node Ready, kube-proxy and CoreDNS running after $((SECONDS - start))s"
     preload_images
   fi
-  # Written aside and renamed: a kubectl reading it meanwhile (make test's two kind
-  # sessions, hack/kind-test.sh) never meets an empty file.
+  # Written aside and renamed: a kubectl reading it meanwhile (another script or test
+  # on the same cluster: hack/deploy.sh kind and hack/node-image.sh kind run this too)
+  # never meets an empty file.
   kind_ get kubeconfig --name "$KIND_CLUSTER_NAME" >"$KIND_KUBECONFIG.$$"
   mv -f "$KIND_KUBECONFIG.$$" "$KIND_KUBECONFIG"
   echo "$KIND_KUBECONFIG"

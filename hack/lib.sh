@@ -94,6 +94,18 @@ render() {
   printf '%s' "$text"
 }
 
+# use_local_docker: DOCKER, the client, and DOCKER_HOST (exported), the project's own
+# engine as hack/dockerd.sh picks it (started if none answers).
+use_local_docker() {
+  local host
+  host=$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')
+  [ -n "$host" ] || die "no docker engine"
+  export DOCKER_HOST=$host
+  # Debian's client matches Debian's dockerd; another client may come first on PATH.
+  DOCKER=${PJ_DOCKER_CLI:-/usr/bin/docker}
+  [ -x "$DOCKER" ] || DOCKER=docker
+}
+
 # manifests_overlay DIR IMAGE: prints a kustomization in DIR of manifests/ with the
 # operator's image pinned to IMAGE (kustomize takes only relative paths; a base may lie
 # outside the root). hack/deploy.sh appends its configuration; hack/release.sh not.

@@ -36,10 +36,7 @@ cleanup() {
 trap cleanup EXIT
 
 built=$("$HACK_DIR/image.sh" --local)
-DOCKER_HOST=$("$HACK_DIR/dockerd.sh" env | sed -n 's/^export DOCKER_HOST=//p')
-export DOCKER_HOST
-DOCKER=${PJ_DOCKER_CLI:-/usr/bin/docker}
-[ -x "$DOCKER" ] || DOCKER=docker
+use_local_docker
 "$DOCKER" tag "$built" "$image"
 
 mkdir -p "$dist"

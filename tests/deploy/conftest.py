@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 
-from tests.support.locks import machine_lock
 from tests.support.wait import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -32,6 +31,38 @@ CRD = "paralleljobs.paralleljob.dev"
 # never acts on another test's ParallelJobs, even if a session dies before its
 # teardown. (The default, all namespaces, is what `make demo` runs.)
 WATCHED = "pj-deploy-test"
+
+
+#: The leader-election Lease (docs/operations.md, High availability), and the Fence of the
+#: same name beside it.
+LEASE = "paralleljob-operator"
+
+
+def parallel_job(name: str) -> dict[str, Any]:
+    """A small ParallelJob of real busybox pods."""
+    return {
+        "apiVersion": "paralleljob.dev/v1alpha1",
+        "kind": "ParallelJob",
+        "metadata": {"name": name},
+        "spec": {
+            "completions": 3,
+            "parallelism": 2,
+            "backoffLimit": 1,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "worker",
+                            "image": "busybox:1.35.0",
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["sh", "-c", "sleep 1"],
+                        }
+                    ],
+                }
+            },
+        },
+    }
 
 
 def _versions() -> dict[str, str]:
@@ -145,10 +176,7 @@ def deployed(kubectl: Kubectl, is_local_cluster: bool) -> Iterator[Kubectl]:
     dockerd = str(REPO / "hack" / "dockerd.sh")
     engine_was_running = subprocess.run([dockerd, "status"], capture_output=True).returncode == 0
     _fresh_watched_namespace(kubectl)
-    # The image build and load, one at a time with the work-queue tests' (the kind pass
-    # runs them beside this package: hack/kind-test.sh).
-    with machine_lock("docker-engine"):
-        _deploy(kubectl, kind)
+    _deploy(kubectl, kind)
     yield kubectl
     # Its ParallelJobs go while the operator still runs (it holds their finalizers).
     kubectl.run(
@@ -203,3 +231,42 @@ def _deploy(kubectl: Kubectl, kind: str | None) -> None:
         timeout=900,
     )
     assert proc.returncode == 0, f"hack/deploy.sh kind failed:\n{proc.stderr}"
+
+
+def ready_operator_pods(kubectl: Kubectl) -> dict[str, dict[str, Any]]:
+    """The operator's pods that run, ready and not on their way out, by name."""
+    pods = kubectl.json(
+        "-n", SYSTEM_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/component=operator"
+    )["items"]
+    return {
+        p["metadata"]["name"]: p
+        for p in pods
+        if p["status"].get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+        and all(s.get("ready") for s in p["status"].get("containerStatuses") or [{}])
+    }
+
+
+def fenced_holder(kubectl: Kubectl) -> str | None:
+    """The Lease's holder, once the Fence names it for the same leadership (the Lease's
+    leaseTransitions)."""
+    lease = kubectl.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)["spec"]
+    fence = kubectl.run(
+        "-n", SYSTEM_NAMESPACE, "get", "fences.paralleljob.dev", LEASE, "-o", "json", check=False
+    )
+    if fence.returncode != 0:
+        return None
+    holder = lease.get("holderIdentity")
+    named = {"holderIdentity": holder, "leaseTransitions": lease.get("leaseTransitions", 0)}
+    return str(holder) if json.loads(fence.stdout)["spec"] == named else None
+
+
+def fenced_leader(kubectl: Kubectl) -> tuple[dict[str, Any], str] | None:
+    """The leader's pod and the standby's name, once both replicas are ready and the
+    Fence names the Lease's holder (a deploy's rollout hands the Lease on)."""
+    holder = fenced_holder(kubectl)
+    pods = ready_operator_pods(kubectl)
+    if holder is None or len(pods) != 2 or holder not in pods:
+        return None
+    [standby] = set(pods) - {holder}
+    return pods[holder], standby

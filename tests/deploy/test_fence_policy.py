@@ -20,11 +20,19 @@ from kubernetes.client import ApiException
 
 from tests.support.wait import wait_until
 
-from .conftest import REPO, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, WATCHED, Kubectl
+from .conftest import (
+    LEASE,
+    REPO,
+    SERVICE_ACCOUNT,
+    SYSTEM_NAMESPACE,
+    WATCHED,
+    Kubectl,
+    fenced_leader,
+    parallel_job,
+)
 
 OPERATOR = f"system:serviceaccount:{SYSTEM_NAMESPACE}:{SERVICE_ACCOUNT}"
 POD_NAME = "authentication.kubernetes.io/pod-name"
-LEASE = FENCE = "paralleljob-operator"
 POLICY = "paralleljob-operator-fence"
 
 
@@ -48,36 +56,15 @@ def _from_pod(pod: str) -> tuple[str, str]:
     return f"--as={OPERATOR}", f"--as-user-extra={POD_NAME}={pod}"
 
 
-def _leader_named_and_standby(kubectl: Kubectl) -> tuple[str, str] | None:
-    """The Lease's holder, once the Fence names it too, and the other replica, once both
-    run (a deploy's rollout hands the Lease on)."""
-    lease = kubectl.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)["spec"]
-    fence = kubectl.run(
-        "-n", SYSTEM_NAMESPACE, "get", "fences.paralleljob.dev", FENCE, "-o", "json", check=False
-    )
-    if fence.returncode != 0:
-        return None
-    named = json.loads(fence.stdout)["spec"]
-    holder = lease.get("holderIdentity")
-    if named != {"holderIdentity": holder, "leaseTransitions": lease.get("leaseTransitions", 0)}:
-        return None
-    pods = kubectl.json(
-        "-n", SYSTEM_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/component=operator"
-    )["items"]
-    running = {
-        p["metadata"]["name"]
-        for p in pods
-        if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
-    }
-    if len(running) != 2 or holder not in running:
-        return None
-    [standby] = running - {holder}
-    return holder, standby
+def _leader_and_standby(kubectl: Kubectl) -> tuple[str, str] | None:
+    """The leader's name and the standby's, once the Fence names the leader."""
+    found = fenced_leader(kubectl)
+    return (found[0]["metadata"]["name"], found[1]) if found else None
 
 
 def test_only_the_leaders_writes_are_admitted(deployed: Kubectl) -> None:
     leader, standby = wait_until(
-        lambda: _leader_named_and_standby(deployed),
+        lambda: _leader_and_standby(deployed),
         timeout=120,
         what="two replicas, the Fence naming the Lease's holder",
     )
@@ -87,7 +74,7 @@ def test_only_the_leaders_writes_are_admitted(deployed: Kubectl) -> None:
     assert refused.returncode != 0
     assert (
         f"ValidatingAdmissionPolicy '{POLICY}' with binding '{POLICY}' denied request: "
-        f"pod {standby} is not the leader: fence {SYSTEM_NAMESPACE}/{FENCE} names {leader}"
+        f"pod {standby} is not the leader: fence {SYSTEM_NAMESPACE}/{LEASE} names {leader}"
     ) in refused.stderr, refused.stderr
     # The token used outside a pod (no pod name): not judged.
     outside = _dry_run_create(deployed, f"--as={OPERATOR}")
@@ -204,9 +191,9 @@ def test_the_window_after_a_takeover_is_the_api_servers_cache_of_the_fence(
         windows.append(_first_refusal(old, _move(fences, window_policy, "pod-b")))
         _settle(new, admitted=True)
         _move(fences, window_policy, "pod-a")
+    # _first_refusal fails the test should the old holder's writes go on being admitted.
     figures = ", ".join(f"{w * 1000:.0f} ms ({n})" for w, n in windows)
     print(f"\nfence window after the Fence moved (old holder's writes admitted): {figures}")
-    assert all(w < 10 for w, _ in windows)
 
 
 # ----------------------------------------------- one replica, without leader election
@@ -224,14 +211,14 @@ def alone(deployed: Kubectl) -> Iterator[Kubectl]:
         deployed.run("scale", *deployment, "--replicas=2")
         deployed.run("rollout", "status", *deployment, "--timeout=180s", timeout=200)
         wait_until(
-            lambda: _leader_named_and_standby(deployed),
+            lambda: _leader_and_standby(deployed),
             timeout=120,
             what="two replicas again, the Fence naming the leader",
         )
 
 
 def _fence_exists(kubectl: Kubectl) -> bool:
-    got = kubectl.run("-n", SYSTEM_NAMESPACE, "get", "fences.paralleljob.dev", FENCE, check=False)
+    got = kubectl.run("-n", SYSTEM_NAMESPACE, "get", "fences.paralleljob.dev", LEASE, check=False)
     return got.returncode == 0
 
 
@@ -240,23 +227,7 @@ def test_one_replica_without_leader_election_deletes_the_fence_and_writes(alone:
     name: a replica without an election deletes it at start-up, and its pods run."""
     wait_until(lambda: not _fence_exists(alone), timeout=60, what="the Fence deleted")
     name = "alone"
-    job = {
-        "apiVersion": "paralleljob.dev/v1alpha1",
-        "kind": "ParallelJob",
-        "metadata": {"name": name},
-        "spec": {
-            "completions": 2,
-            "parallelism": 2,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {"name": "main", "image": "busybox:1.35.0", "command": ["true"]}
-                    ],
-                }
-            },
-        },
-    }
+    job = parallel_job(name)
     alone.run("-n", WATCHED, "apply", "-f", "-", input=json.dumps(job))
     try:
         wait_until(

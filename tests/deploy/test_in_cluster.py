@@ -15,39 +15,17 @@ import pytest
 
 from tests.support.wait import wait_until
 
-from .conftest import DEPLOYMENT, REPO, SERVICE_ACCOUNT, SYSTEM_NAMESPACE, Kubectl
+from .conftest import (
+    DEPLOYMENT,
+    LEASE,
+    REPO,
+    SERVICE_ACCOUNT,
+    SYSTEM_NAMESPACE,
+    Kubectl,
+    parallel_job,
+)
 
 pytestmark = [pytest.mark.cluster]
-
-
-def _parallel_job(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "paralleljob.dev/v1alpha1",
-        "kind": "ParallelJob",
-        "metadata": {"name": name},
-        "spec": {
-            "completions": 3,
-            "parallelism": 2,
-            "backoffLimit": 1,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [
-                        {
-                            "name": "worker",
-                            "image": "busybox:1.35.0",
-                            "imagePullPolicy": "IfNotPresent",
-                            "command": ["sh", "-c", "sleep 1"],
-                        }
-                    ],
-                }
-            },
-        },
-    }
-
-
-#: The leader-election Lease (docs/operations.md, High availability).
-LEASE = "paralleljob-operator"
 
 
 def _operator_pods(kubectl: Kubectl) -> list[dict[str, Any]]:
@@ -137,7 +115,7 @@ def test_reconciles_a_parallel_job_with_real_pods(deployed: Kubectl, watched: st
     namespace = watched
     name = "in-cluster"
     deployed.run("-n", namespace, "delete", "pj", name, "--ignore-not-found", "--wait")
-    deployed.run("-n", namespace, "apply", "-f", "-", input=json.dumps(_parallel_job(name)))
+    deployed.run("-n", namespace, "apply", "-f", "-", input=json.dumps(parallel_job(name)))
 
     def complete() -> dict[str, Any] | None:
         pj = deployed.json("-n", namespace, "get", "paralleljobs.paralleljob.dev", name)
@@ -211,7 +189,7 @@ def test_a_plain_job_is_run_by_the_deployed_operator_as_the_clusters_job_control
         "spec": {
             "completions": 2,
             "parallelism": 2,
-            "template": _parallel_job(name)["spec"]["template"],
+            "template": parallel_job(name)["spec"]["template"],
         },
     }
     deployed.run("-n", watched, "create", "-f", "-", input=json.dumps(job))

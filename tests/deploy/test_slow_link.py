@@ -32,13 +32,20 @@ from tests.support.audit import AuditCursor, parse_time
 from tests.support.slow_link import SlowRelay, slow_link
 from tests.support.wait import wait_until
 
-from .conftest import REPO, SYSTEM_NAMESPACE, WATCHED, Kubectl
+from .conftest import (
+    LEASE,
+    REPO,
+    SYSTEM_NAMESPACE,
+    WATCHED,
+    Kubectl,
+    fenced_holder,
+    fenced_leader,
+)
 
 pytestmark = [pytest.mark.localcluster, pytest.mark.chaos, pytest.mark.kwok]
 
 ROUNDS = int(os.environ.get("SLOW_LINK_ROUNDS", "1"))
 DELAY = float(os.environ.get("SLOW_LINK_SECONDS", "12"))
-LEASE = FENCE = "paralleljob-operator"
 POD_NAME = "authentication.kubernetes.io/pod-name"
 AUDIT_LOG = REPO / ".cluster" / "logs" / "audit.log"
 WRITES = {"create", "update", "patch", "delete", "deletecollection"}
@@ -57,42 +64,6 @@ class Round:
     #: Of the old leader's writes, admitted between the new leader's Lease write and
     #: its Fence write (the window the Fence leaves).
     admitted_between: int
-
-
-def _operator_pods(kubectl: Kubectl) -> dict[str, dict[str, Any]]:
-    pods = kubectl.json(
-        "-n", SYSTEM_NAMESPACE, "get", "pods", "-l", "app.kubernetes.io/component=operator"
-    )["items"]
-    return {
-        p["metadata"]["name"]: p
-        for p in pods
-        if p["status"].get("phase") == "Running"
-        and not p["metadata"].get("deletionTimestamp")
-        and all(s.get("ready") for s in p["status"].get("containerStatuses") or [{}])
-    }
-
-
-def _fenced(kubectl: Kubectl) -> str | None:
-    """The Lease's holder, once the Fence names it too."""
-    lease = kubectl.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)["spec"]
-    fence = kubectl.run(
-        "-n", SYSTEM_NAMESPACE, "get", "fences.paralleljob.dev", FENCE, "-o", "json", check=False
-    )
-    holder = lease.get("holderIdentity")
-    if fence.returncode != 0 or json.loads(fence.stdout)["spec"]["holderIdentity"] != holder:
-        return None
-    return str(holder)
-
-
-def _fenced_leader(kubectl: Kubectl) -> tuple[str, str, str] | None:
-    """(leader, its pod IP, the standby) once two replicas are ready and the Fence names
-    the Lease's holder."""
-    holder = _fenced(kubectl)
-    pods = _operator_pods(kubectl)
-    if len(pods) != 2 or holder not in pods:
-        return None
-    [standby] = set(pods) - {holder}
-    return holder, pods[holder]["status"]["podIP"], standby
 
 
 def _service(kubectl: Kubectl) -> tuple[str, int]:
@@ -136,7 +107,7 @@ def _judge(lines: list[str], old: str, new: str, takeover_s: float) -> Round:
     late_admitted, refused, between = [], 0, 0
     for e in events:
         ref = e.get("objectRef") or {}
-        if _pod_of(e) != old or e["verb"] not in WRITES or ref.get("resource") in ("leases",):
+        if _pod_of(e) != old or e["verb"] not in WRITES or ref.get("resource") == "leases":
             continue
         received, code = parse_time(e["requestReceivedTimestamp"]), e["responseStatus"]["code"]
         if received > fenced:
@@ -175,11 +146,13 @@ def _assert_exact(k: JobKubectl, run: Run) -> None:
 
 
 def _one_round(kubectl: Kubectl, k: JobKubectl, core: Any, round_no: int) -> Round:
-    leader, ip, standby = wait_until(
-        lambda: _fenced_leader(kubectl), timeout=180, what="two replicas, the Fence naming one"
+    leader_pod, standby = wait_until(
+        lambda: fenced_leader(kubectl), timeout=180, what="two replicas, the Fence naming one"
     )
+    leader, ip = leader_pod["metadata"]["name"], leader_pod["status"]["podIP"]
     cursor = AuditCursor(AUDIT_LOG)
-    with SlowRelay(_endpoint(kubectl)[0], _endpoint(kubectl)) as relay:
+    endpoint = _endpoint(kubectl)
+    with SlowRelay(endpoint[0], endpoint) as relay:
         cut_at = kubectl.json("-n", SYSTEM_NAMESPACE, "get", "lease", LEASE)["spec"]["renewTime"]
         with slow_link(leader, ip, _service(kubectl), relay):
             wait_until(
@@ -201,7 +174,7 @@ def _one_round(kubectl: Kubectl, k: JobKubectl, core: Any, round_no: int) -> Rou
                 relay.delay = DELAY
                 slowed = time.monotonic()
                 wait_until(
-                    lambda: _fenced(kubectl) == standby,
+                    lambda: fenced_holder(kubectl) == standby,
                     timeout=120,
                     what=f"{standby} taking over, named in the Fence",
                 )
