@@ -95,7 +95,10 @@ chaos: prereqs build venv ## The chaos suite alone, full size: components killed
 PJ_USER_KUBECONFIG := $(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))
 export PJ_USER_KUBECONFIG
 
-.PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down release
+.PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down release test-upgrade
+
+test-upgrade: prereqs build venv ## Upgrade the previous release (hack/previous-release.env, built from history) to this tree and back, jobs of every kind in flight, on the local cluster (make test: fewer jobs)
+	PJ_UPGRADE_FULL=1 $(VENV)/bin/pytest -s -p no:randomly tests/release
 
 release: prereqs build ## dist/ for VERSION: one install manifest (kubectl apply --server-side -f dist/paralleljob-operator-VERSION.yaml installs and upgrades) and the image as an archive
 	@hack/release.sh

@@ -11,10 +11,12 @@
 # <id> comes from the image's content, so every new build rolls the
 # Deployment and an unchanged one does not. Prints that reference on stdout.
 # PJ_BASE_IMAGE overrides the base image in either mode; PJ_DOCKER_BUILD_FLAGS
-# adds `docker build` flags.
+# adds `docker build` flags; PJ_IMAGE_CONTEXT builds another tree (its own Dockerfile:
+# hack/release.sh --previous, a worktree of an earlier commit).
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 IMAGE_NAME=${PJ_IMAGE_NAME:-paralleljob-operator}
+context=${PJ_IMAGE_CONTEXT:-$REPO_ROOT}
 mode=docker
 [ "${1:-}" = --local ] && mode=local
 
@@ -40,7 +42,7 @@ start=$SECONDS
 log "image: building $IMAGE_NAME:dev${base:+ on $base}"
 logfile=$(mktemp)
 trap 'rm -f "$logfile"' EXIT
-if ! "$DOCKER" build "${build_args[@]}" -t "$IMAGE_NAME:dev" "$REPO_ROOT" >"$logfile" 2>&1; then
+if ! "$DOCKER" build "${build_args[@]}" -t "$IMAGE_NAME:dev" "$context" >"$logfile" 2>&1; then
   tail -n 40 "$logfile" >&2
   die "docker build failed"
 fi

@@ -106,13 +106,14 @@ use_local_docker() {
   [ -x "$DOCKER" ] || DOCKER=docker
 }
 
-# manifests_overlay DIR IMAGE: prints a kustomization in DIR of manifests/ with the
-# operator's image pinned to IMAGE (kustomize takes only relative paths; a base may lie
-# outside the root). hack/deploy.sh appends its configuration; hack/release.sh not.
+# manifests_overlay DIR IMAGE [TREE]: prints a kustomization in DIR of TREE's manifests/
+# (default this repository's) with the operator's image pinned to IMAGE (kustomize takes
+# only relative paths; a base may lie outside the root). hack/deploy.sh appends its
+# configuration; hack/release.sh not.
 manifests_overlay() {
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"
-  echo "resources: [\"$(realpath --relative-to="$1" "$REPO_ROOT/manifests")\"]"
+  echo "resources: [\"$(realpath --relative-to="$1" "${3:-$REPO_ROOT}/manifests")\"]"
   echo "images:"
   echo "  - name: paralleljob-operator"
   echo "    newName: ${2%:*}"

@@ -167,13 +167,16 @@ def _restarts_a_component(item: pytest.Item) -> bool:
 
 # The directories whose every test is exclusive: tests/bench and tests/deploy run the
 # operator in-cluster watching every namespace (a second operator for everyone else's
-# jobs), remove the CRD and turn the built-in Job controller off; tests/upstream turns
+# jobs), remove the CRD and turn the built-in Job controller off; tests/release installs
+# releases in-cluster, an older one's CRDs over this tree's; tests/upstream turns
 # the built-in Job controller off. Elsewhere a test is exclusive when it is marked so, or
 # destructive: the chaos tests that restart or break the cluster's components
 # (tests/chaos; those that kill, freeze or starve only their own operators, or delete
 # only nodes of their own, run beside the others), the smoke test that stops the whole
 # cluster, the aggregated API registered for every client's discovery (tests/cluster).
-EXCLUSIVE_DIRS = tuple(REPO_ROOT / "tests" / name for name in ("bench", "deploy", "upstream"))
+EXCLUSIVE_DIRS = tuple(
+    REPO_ROOT / "tests" / name for name in ("bench", "deploy", "release", "upstream")
+)
 #: What make test runs on kind (the kind pass, hack/test-last.sh and kind-test.sh), beside
 #: the exclusive tests, rather than on the local cluster: marked ``kind``. The in-cluster
 #: deploy (but its tests of make deploy-local, marked ``localcluster``), the seed's
