@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from kubernetes import watch
@@ -173,3 +173,11 @@ class LeaseLog:
             self.tenures[-1] = Tenure(last.holder, last.acquired, renewed)
         if holder and acquired is not None and (last is None or holder != last.holder):
             self.tenures.append(Tenure(holder, acquired, renewed or acquired))
+
+
+def minute_boundaries(after: datetime, until: datetime) -> set[datetime]:
+    """The starts of minutes after ``after`` up to ``until``: when a schedule of every
+    minute runs."""
+    first = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    count = (until - first) // timedelta(minutes=1) + 1
+    return {first + timedelta(minutes=i) for i in range(count)}

@@ -42,7 +42,7 @@ from tests.e2e.support import busybox_template
 from tests.support.wait import wait_until
 
 from .conftest import Release
-from .observe import LeaseLog, PodLedger
+from .observe import LeaseLog, PodLedger, minute_boundaries
 
 pytestmark = [pytest.mark.long]
 
@@ -329,13 +329,6 @@ def _scheduled_runs(k: JobKubectl, cron_uid: str) -> tuple[Counter[datetime], li
     return runs, wrong
 
 
-def _minutes(after: datetime, until: datetime) -> set[datetime]:
-    first = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    return {
-        first + timedelta(minutes=i) for i in range(int((until - first) / timedelta(minutes=1)) + 1)
-    }
-
-
 def _warnings(k: JobKubectl, previous: Release, previous_pods: set[str]) -> list[str]:
     """The Warning Events nobody expected: neither this test's own nor the previous
     release's known noise."""
@@ -412,7 +405,7 @@ def test_an_upgrade_and_a_downgrade_lose_nothing_in_flight(
                 what="a scheduled run after the downgrade",
             )
         runs, runs_wrong = _scheduled_runs(k, cron["uid"])
-        expected = _minutes(created, datetime.now(UTC) - SCHEDULE_GRACE)
+        expected = minute_boundaries(created, datetime.now(UTC) - SCHEDULE_GRACE)
         _keep_logs(kubectl, tmp_path)
     print(
         f"\nupgrade {previous.version} -> {current.version} in {up.seconds:.0f} s "
