@@ -41,7 +41,12 @@ def test_parallelism_patched_up_and_down_mid_run(operator: Operator, k: Kubectl)
     wait_until(lambda: _active(k, name) == 2, timeout=30, what="2 active pods")
     k.patch_pj(name, {"spec": {"parallelism": 5}})
     wait_until(lambda: _active(k, name) == 5, timeout=30, what="5 active pods after the patch up")
-    assert k.pj(name)["status"]["observedGeneration"] >= 2
+    # The status that records the patch is written after the pods it created: read on.
+    wait_until(
+        lambda: k.status(name).get("observedGeneration", 0) >= 2,
+        timeout=30,
+        what="the patch up observed in status",
+    )
     k.patch_pj(name, {"spec": {"parallelism": 1}})
     wait_until(lambda: _active(k, name) == 1, timeout=30, what="1 active pod after the patch down")
     # The scale subresource drives the same field.
