@@ -72,7 +72,7 @@ test: prereqs build venv lint ## Everything: lint, unit, cluster smoke, integrat
 	@hack/test-last.sh
 
 .PHONY: test-kind
-test-kind: prereqs build venv ## The tests marked kind (tests/deploy, the seed workloads, the work-queue tests) on a real kind cluster (node image built here; deleted afterwards)
+test-kind: prereqs build venv ## The tests marked kind (tests/deploy, the upgrade test, the seed workloads, the work-queue tests) on a real kind cluster (node image built here; deleted afterwards)
 	@hack/kind-test.sh
 
 # tests/fuzz is part of `make test` too (40 examples); here alone, as long as asked.
@@ -97,7 +97,7 @@ export PJ_USER_KUBECONFIG
 
 .PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down release test-upgrade
 
-test-upgrade: prereqs build venv ## Upgrade the previous release (hack/previous-release.env, built from history) to this tree and back, jobs of every kind in flight, on the local cluster (make test: fewer jobs)
+test-upgrade: prereqs build venv ## Upgrade the previous release (hack/previous-release.env, built from history) to this tree and back, jobs of every kind in flight, on the local cluster (make test: the upgrade alone, fewer jobs, on kind)
 	PJ_UPGRADE_FULL=1 $(VENV)/bin/pytest -s -p no:randomly tests/release
 
 release: prereqs build ## dist/ for VERSION: one install manifest (kubectl apply --server-side -f dist/paralleljob-operator-VERSION.yaml installs and upgrades) and the image as an archive

@@ -179,13 +179,15 @@ EXCLUSIVE_DIRS = tuple(
 )
 #: What make test runs on kind (the kind pass, hack/test-last.sh and kind-test.sh), beside
 #: the exclusive tests, rather than on the local cluster: marked ``kind``. The in-cluster
-#: deploy (but its tests of make deploy-local, marked ``localcluster``), the seed's
-#: workloads and the work-queue tests on real pods: nothing there is the local cluster's
-#: own, and the local cluster's first pass is the CPU-bound part of make test.
+#: deploy (but its tests of make deploy-local, marked ``localcluster``), the upgrade from
+#: the previous release (its archives kind-loaded, as a user without a registry does),
+#: the seed's workloads and the work-queue tests on real pods: nothing there is the local
+#: cluster's own, and the local cluster's first pass is the CPU-bound part of make test.
 KIND_PASS = tuple(
     REPO_ROOT / "tests" / path
     for path in (
         "deploy",
+        "release",
         "e2e/test_workloads.py",
         "e2e/test_workqueue.py",
         "e2e/test_workqueue_scale_down.py",

@@ -21,6 +21,9 @@ MARKER = "warnings"
 #: A readiness probe that fails while its container starts (the tests' Redis before it
 #: listens) is what the probe is for: the pod is not Ready yet; a liveness or startup
 #: probe's failure still fails the test.
+#: The kubelet's token request for a pod it was just bound, refused by the node authorizer
+#: whose graph has not seen the binding yet ("scheduled on a different node"): it retries,
+#: and the pod starts a moment later.
 #: KEDA's ScaledJob controller, when the test deletes its ScaledJob while it creates a
 #: Job, has its request's context cancelled before the request leaves: nothing was
 #: refused (a refusal, RBAC's or the API server's, still fails the test).
@@ -38,6 +41,14 @@ TOLERATED: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r'MountVolume\.SetUp failed for volume "kube-api-access-[a-z0-9]+" : '
             r"failed to sync configmap cache: timed out waiting for the condition"
+        ),
+    ),
+    (
+        "FailedMount",
+        re.compile(
+            r'MountVolume\.SetUp failed for volume "kube-api-access-[a-z0-9]+" : '
+            r'failed to fetch token: serviceaccounts "default" is forbidden: '
+            r"node requested token bound to a pod scheduled on a different node"
         ),
     ),
 )

@@ -75,6 +75,25 @@ def test_the_kubelet_s_token_volume_mount_retry_on_a_busy_machine_is_tolerated()
     assert [w.message for w in unexpected_warnings(events, ())] == [other]
 
 
+def test_the_node_authorizer_lagging_the_binding_of_a_pod_is_tolerated() -> None:
+    lagging = (
+        'MountVolume.SetUp failed for volume "kube-api-access-ldtxc" : failed to fetch '
+        'token: serviceaccounts "default" is forbidden: node requested token bound to a '
+        "pod scheduled on a different node"
+    )
+    refused = (
+        'MountVolume.SetUp failed for volume "kube-api-access-ldtxc" : failed to fetch '
+        'token: serviceaccounts "builder" not found'
+    )
+    events = {
+        "items": [
+            _event("Warning", "FailedMount", message=lagging),
+            _event("Warning", "FailedMount", message=refused),
+        ]
+    }
+    assert [w.message for w in unexpected_warnings(events, ())] == [refused]
+
+
 def _warning(reason: str, kind: str, name: str, message: str) -> dict[str, Any]:
     return {
         "type": "Warning",
