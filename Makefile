@@ -95,7 +95,7 @@ chaos: prereqs build venv ## The chaos suite alone, full size: components killed
 PJ_USER_KUBECONFIG := $(if $(filter environment command line,$(origin KUBECONFIG)),$(KUBECONFIG))
 export PJ_USER_KUBECONFIG
 
-.PHONY: image image-local deploy deploy-local undeploy demo keda keda-down docker-down release test-upgrade
+.PHONY: image image-local deploy deploy-local undeploy demo keda keda-down kueue kueue-down docker-down release test-upgrade
 
 test-upgrade: prereqs build venv ## Upgrade the previous release (hack/previous-release.env, built from history) to this tree and back, jobs of every kind in flight, on the local cluster (make test: the upgrade alone, fewer jobs, on kind)
 	PJ_UPGRADE_FULL=1 $(VENV)/bin/pytest -s -p no:randomly tests/release
@@ -126,6 +126,12 @@ keda: prereqs build ## KEDA v2.21.0 for autoscaling: manifests from its Go modul
 
 keda-down: prereqs build ## Remove KEDA (local, else kind)
 	@hack/keda.sh down
+
+kueue: prereqs build ## Kueue (the version make test-kueue pins) installed and left running: its e2e config, the image built here (local, else kind)
+	@hack/kueue.sh up
+
+kueue-down: prereqs build ## Remove Kueue: its webhooks first, its CRDs while its manager runs (local, else kind)
+	@hack/kueue.sh down
 
 docker-down: prereqs ## Stop the docker engine hack/dockerd.sh started (by its PID file)
 	@hack/dockerd.sh stop

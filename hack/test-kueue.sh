@@ -10,13 +10,13 @@
 #                     order; operator: kube-controller-manager without its Job
 #                     controller (PJ_BUILTIN_JOB_CONTROLLER=off) and .venv's
 #                     paralleljob-operator on the host with PJ_MANAGE_JOBS=all
-#   KUEUE_REPORT_DIR  where the rendered manifests, each arm's JUnit report and log,
+#   KUEUE_REPORT_DIR  where each arm's JUnit report and log,
 #                     the operator's log and specs.md go (default .kueue-e2e/SUITE, emptied)
 #   KUEUE_ARGS        more flags for the suite's binary, split on spaces
 #                     (-ginkgo.fail-fast, -ginkgo.focus=...)
-# Kueue is installed once for both arms, as its e2e config does (hack/kueue/ fits it to
-# one node), and uninstalled at the end in an order that never leaves its webhooks
-# behind, whatever failed; kube-controller-manager is restarted as it was, and the node's
+# Kueue is installed once for both arms by hack/kueue.sh (make kueue: its e2e config,
+# fitted to one node by hack/kueue/), and uninstalled at the end in an order that never
+# leaves its webhooks behind, whatever failed; kube-controller-manager is restarted as it was, and the node's
 # instance-type label removed. Exits non-zero when a selected spec failed in an arm.
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/cluster-env.sh"
@@ -51,73 +51,24 @@ kubectl get --raw /readyz >/dev/null 2>&1 || die "the local cluster does not ans
 pid_alive kube-controller-manager || die "kube-controller-manager is not running (make cluster)"
 "$HACK_DIR/build.sh" kueue
 
-# load_images: Kueue's manager and agnhost, built here, into the node's containerd;
-# sets agnhost_image to the reference the specs are told to run.
+# load_images: agnhost, built here, into the node's containerd (hack/kueue.sh loads
+# Kueue's manager); sets agnhost_image to the reference the specs are told to run.
 load_images() {
   local ref tarball
   while read -r ref tarball; do
     "$HACK_DIR/load-image.sh" "$tarball"
     [[ $ref == */agnhost:* ]] && agnhost_image=$ref
-  done < <(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR" kueue agnhost)
-}
-
-# render: the overlay beside Kueue's own e2e config in its source tree, the image
-# set to the one built here, rendered into the report directory.
-render() {
-  local overlay=$KUEUE_DIR/src/test/e2e/config/paralleljob
-  rm -rf "$overlay" && cp -r "$HACK_DIR/kueue" "$overlay"
-  cat >>"$overlay/kustomization.yaml" <<EOF
-
-images:
-- name: us-central1-docker.pkg.dev/k8s-staging-images/kueue/kueue
-  newName: registry.k8s.io/kueue/kueue
-  newTag: $KUEUE_VERSION
-EOF
-  kubectl kustomize "$overlay" >"$report_dir/kueue.yaml"
+  done < <(python3 "$HACK_DIR/images/build_image.py" --cache-dir "$CACHE_DIR" agnhost)
 }
 
 install_kueue() {
-  local start=$SECONDS
   kubectl label node "$REAL_NODE" "$NODE_LABEL=$NODE_LABEL_VALUE" --overwrite >/dev/null
-  render
-  log "kueue $KUEUE_VERSION: installing ($report_dir/kueue.yaml)"
-  kubectl apply --server-side -f "$report_dir/kueue.yaml" >"$report_dir/install.log"
-  kubectl -n kueue-system rollout status deploy/kueue-controller-manager --timeout=5m
-  log "kueue $KUEUE_VERSION: ready in $((SECONDS - start))s"
+  "$HACK_DIR/kueue.sh" up local
 }
 
-# uninstall_kueue: what admits or rejects other objects first (its webhooks on every
-# pod and Job, the aggregated visibility API that namespace deletion asks), then its
-# CRDs while the manager still runs to release its finalizers, then the rest.
 uninstall_kueue() {
-  local names start=$SECONDS
-  names=$(kubectl get validatingwebhookconfigurations,mutatingwebhookconfigurations,apiservices -o name |
-    grep -E '/kueue-|\.kueue\.x-k8s\.io$' || true)
-  [ -z "$names" ] || kubectl delete --ignore-not-found $names >/dev/null
-  names=$(kubectl get crds -o name | grep -E '\.kueue\.x-k8s\.io$' || true)
-  if [ -n "$names" ] && ! kubectl delete --ignore-not-found --timeout=120s $names >/dev/null; then
-    release_finalizers
-    kubectl delete --ignore-not-found --timeout=60s $names >/dev/null || true
-  fi
-  [ ! -f "$report_dir/kueue.yaml" ] ||
-    kubectl delete --ignore-not-found --timeout=120s -f "$report_dir/kueue.yaml" >/dev/null 2>&1 || true
+  "$HACK_DIR/kueue.sh" down local
   kubectl label node "$REAL_NODE" "$NODE_LABEL-" >/dev/null 2>&1 || true
-  log "kueue $KUEUE_VERSION: uninstalled in $((SECONDS - start))s"
-}
-
-# release_finalizers: Kueue's objects whose CRD deletion waits on a finalizer that no
-# manager will remove any more lose it, so that nothing is left half-deleted.
-release_finalizers() {
-  local crd ns name
-  for crd in $(kubectl get crds -o name | grep -E '\.kueue\.x-k8s\.io$' | cut -d/ -f2); do
-    while read -r ns name; do
-      [ "$ns" != "<none>" ] || ns=  # a cluster-scoped object
-      log "kueue: releasing the finalizers of $crd ${ns:+$ns/}$name"
-      kubectl patch "$crd" "$name" ${ns:+--namespace="$ns"} --type=merge \
-        -p '{"metadata":{"finalizers":null}}' >/dev/null || true
-    done < <(kubectl get "$crd" -A --no-headers \
-      -o custom-columns=NS:.metadata.namespace,NAME:.metadata.name 2>/dev/null)
-  done
 }
 
 # check_clean: nothing of Kueue's is left to admit, reject or serve anything, and a
