@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.e2e.support import JOB_LABEL, Kubectl, PodWatch, held, is_active, kwok_template, phase
+from tests.support.background import Background
 from tests.support.wait import wait_until
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -27,7 +28,7 @@ class Run:
 
 
 @dataclass
-class ActiveSampler:
+class ActiveSampler(Background):
     """Counts the job's active pods in a consistent snapshot (a LIST) every
     ``interval`` seconds, through outages, and remembers every sample above
     ``parallelism``. (Comparing events of two different watches is not a snapshot.)"""
@@ -42,16 +43,6 @@ class ActiveSampler:
     violations: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-
-    def __enter__(self) -> ActiveSampler:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
 
     def _run(self) -> None:
         selector = f"{JOB_LABEL}={self.job}"

@@ -8,15 +8,16 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Self
 
 from kubernetes import watch
 
 from tests.e2e.support import is_active
+from tests.support.background import Background
 
 
 @dataclass
-class PodLedger:
+class PodLedger(Background):
     """Every pod ever created in ``namespace``, by its controller's uid, from one watch
     (relisted after a 410); after every event each owner's active pods are compared with
     its parallelism: ``limits`` by the owner's name, else ``default_limit``."""
@@ -34,16 +35,10 @@ class PodLedger:
     _ready: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def __enter__(self) -> PodLedger:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+    def __enter__(self) -> Self:
+        super().__enter__()
         assert self._ready.wait(timeout=30), "the pod watch never listed"
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
 
     def pods_of(self, owner_uid: str) -> int:
         """How many pods the owner ever had."""
@@ -121,7 +116,7 @@ class Tenure:
 
 
 @dataclass
-class LeaseLog:
+class LeaseLog(Background):
     """The Lease sampled every ``interval`` seconds: its holders in turn."""
 
     coordination_v1: Any
@@ -131,16 +126,6 @@ class LeaseLog:
     tenures: list[Tenure] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
-
-    def __enter__(self) -> LeaseLog:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
 
     def takeovers(self) -> int:
         return max(len(self.tenures) - 1, 0)

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from ... import constants as c
-from ...json_types import JsonDict
+from ...json_types import JsonDict, as_dict
 from ...timeutil import format_time, parse_time
 from ..job.model import has_true_condition, is_finished, parse_status
 from ..job.ttl import job_finish_time
@@ -50,12 +50,8 @@ def controlled_by(body: Mapping[str, Any], owner_uid: str) -> bool:
     """metav1.IsControlledBy: the object's controller reference names ``owner_uid``."""
     return any(
         isinstance(ref, Mapping) and ref.get("controller") is True and ref.get("uid") == owner_uid
-        for ref in _dict(body.get("metadata")).get("ownerReferences") or ()
+        for ref in as_dict(body.get("metadata")).get("ownerReferences") or ()
     )
-
-
-def _dict(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _int(value: object) -> int | None:
@@ -119,11 +115,11 @@ def cron_owner_uid(meta: Mapping[str, Any]) -> str | None:
 def child_job(body: Mapping[str, Any]) -> ChildJob:
     """A ParallelJob as the cron decision reads it: finished (util.IsJobFinished) and
     when (the TTL controller's jobFinishTime), started, scheduled."""
-    meta = _dict(body.get("metadata"))
-    status = parse_status(_dict(body.get("status")))
+    meta = as_dict(body.get("metadata"))
+    status = parse_status(as_dict(body.get("status")))
     finish_time = job_finish_time(status)
     complete = has_true_condition(status.conditions, c.COND_COMPLETE)
-    annotations = _dict(meta.get("annotations"))
+    annotations = as_dict(meta.get("annotations"))
     return ChildJob(
         name=str(meta.get("name") or ""),
         uid=str(meta.get("uid") or ""),
@@ -141,14 +137,14 @@ def cron_input(
     now: datetime,
     leading_since: datetime,
 ) -> CronInput:
-    meta = _dict(body.get("metadata"))
-    trigger = _dict(meta.get("annotations")).get(TRIGGER_ANNOTATION)
+    meta = as_dict(body.get("metadata"))
+    trigger = as_dict(meta.get("annotations")).get(TRIGGER_ANNOTATION)
     return CronInput(
         name=str(meta.get("name") or ""),
         creation_timestamp=parse_time(meta.get("creationTimestamp")) or now,
         deleting=meta.get("deletionTimestamp") is not None,
-        spec=parse_cron_spec(_dict(body.get("spec"))),
-        status=parse_cron_status(_dict(body.get("status"))),
+        spec=parse_cron_spec(as_dict(body.get("spec"))),
+        status=parse_cron_status(as_dict(body.get("status"))),
         children=children,
         now=now,
         leading_since=leading_since,
@@ -188,7 +184,7 @@ def schedule_conditions(
 ) -> list[JsonDict]:
     """status.conditions with InvalidSchedule True (``invalid``: its reason and message)
     or False once the schedule can be used again; kept as it was while nothing changed."""
-    old = next((x for x in stored if _dict(x).get("type") == c.COND_INVALID_SCHEDULE), None)
+    old = next((x for x in stored if as_dict(x).get("type") == c.COND_INVALID_SCHEDULE), None)
     if invalid is None and old is None:
         return [dict(x) for x in stored]
     status = "True" if invalid is not None else "False"
@@ -215,11 +211,11 @@ def build_job(cron: Mapping[str, Any], create: JobToCreate) -> JsonDict:
     """getJobFromTemplate2: the jobTemplate's labels, annotations and spec, the name, the
     scheduled-timestamp annotation (none for a triggered job) and the controller
     reference (blockOwnerDeletion, as upstream)."""
-    meta = _dict(cron.get("metadata"))
-    spec = _dict(cron.get("spec"))
-    template = _dict(spec.get("jobTemplate"))
-    tmeta = _dict(template.get("metadata"))
-    annotations = dict(_dict(tmeta.get("annotations")))
+    meta = as_dict(cron.get("metadata"))
+    spec = as_dict(cron.get("spec"))
+    template = as_dict(spec.get("jobTemplate"))
+    tmeta = as_dict(template.get("metadata"))
+    annotations = dict(as_dict(tmeta.get("annotations")))
     if create.scheduled_time is not None:
         annotations[SCHEDULED_TIMESTAMP_ANNOTATION] = scheduled_timestamp_annotation(
             create.scheduled_time, parse_cron_spec(spec).time_zone
@@ -227,7 +223,7 @@ def build_job(cron: Mapping[str, Any], create: JobToCreate) -> JsonDict:
     job_meta: JsonDict = {
         "name": create.name,
         "namespace": meta.get("namespace"),
-        "labels": dict(_dict(tmeta.get("labels"))),
+        "labels": dict(as_dict(tmeta.get("labels"))),
         "annotations": annotations,
         "ownerReferences": [
             {
@@ -244,5 +240,5 @@ def build_job(cron: Mapping[str, Any], create: JobToCreate) -> JsonDict:
         "apiVersion": c.API_VERSION,
         "kind": c.KIND,
         "metadata": job_meta,
-        "spec": copy.deepcopy(dict(_dict(template.get("spec")))),
+        "spec": copy.deepcopy(dict(as_dict(template.get("spec")))),
     }

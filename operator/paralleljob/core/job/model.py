@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Final, Protocol
 
 from ... import constants as c
-from ...json_types import JsonDict
+from ...json_types import JsonDict, as_dict, as_list
 from ...timeutil import format_time, parse_time
 from .job_restart_policy import JobRestartPolicy, attempt_of, parse_job_restart_policy
 from .pod_failure_policy import (
@@ -318,14 +318,6 @@ def _int(value: object, default: int | None) -> int | None:
     return default
 
 
-def _as_dict(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _as_list(value: object) -> Sequence[Any]:
-    return value if isinstance(value, list) else []
-
-
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -333,7 +325,7 @@ def _str(value: object) -> str | None:
 def _parse_success_rule(raw: object) -> SuccessPolicyRule:
     # A malformed rule keeps its place, so later rules keep their index (the index is in
     # the condition message); with neither field set it matches nothing.
-    rule = _as_dict(raw)
+    rule = as_dict(raw)
     return SuccessPolicyRule(
         succeeded_indexes=_str(rule.get("succeededIndexes")),
         # bool is an int in Python, never in JSON.
@@ -346,8 +338,8 @@ def parse_success_policy(spec: Mapping[str, Any]) -> SuccessPolicy | None:
     raw = spec.get("successPolicy")
     if raw is None:
         return None
-    rules = _as_dict(raw).get("rules")
-    return SuccessPolicy(rules=tuple(_parse_success_rule(r) for r in _as_list(rules)))
+    rules = as_dict(raw).get("rules")
+    return SuccessPolicy(rules=tuple(_parse_success_rule(r) for r in as_list(rules)))
 
 
 def parse_pod_failure_backoff(spec: Mapping[str, Any]) -> PodFailureBackoff | None:
@@ -374,8 +366,8 @@ def _positive_int(value: object) -> int | None:
 def template_texts(spec: Mapping[str, Any]) -> tuple[str, str]:
     """layoutContainerCells (kubectl's printJob, -o wide): the names and the images of
     spec.template.spec.containers, each joined by "," (a missing one as "")."""
-    template_spec = _as_dict(_as_dict(spec.get("template")).get("spec"))
-    containers = [_as_dict(x) for x in _as_list(template_spec.get("containers"))]
+    template_spec = as_dict(as_dict(spec.get("template")).get("spec"))
+    containers = [as_dict(x) for x in as_list(template_spec.get("containers"))]
     names = ",".join(_str(x.get("name")) or "" for x in containers)
     images = ",".join(_str(x.get("image")) or "" for x in containers)
     return names, images
@@ -399,7 +391,7 @@ def parse_spec(spec: Mapping[str, Any]) -> JobSpec:
         completions = 1
     if parallelism is None:
         parallelism = 1
-    template_spec = _as_dict(_as_dict(spec.get("template")).get("spec"))
+    template_spec = as_dict(as_dict(spec.get("template")).get("spec"))
     restart_policy = template_spec.get("restartPolicy")
     per_index = _int(spec.get("backoffLimitPerIndex"), None)
     default_backoff_limit = 6 if per_index is None else _MAX_INT32
@@ -468,10 +460,10 @@ def parse_condition(raw: Mapping[str, Any]) -> Condition:
 
 
 def parse_status(status: Mapping[str, Any]) -> JobStatus:
-    uncounted = _as_dict(status.get("uncountedTerminatedPods"))
-    backoff = _as_dict(status.get("podFailureBackoff"))
+    uncounted = as_dict(status.get("uncountedTerminatedPods"))
+    backoff = as_dict(status.get("podFailureBackoff"))
     return JobStatus(
-        conditions=tuple(parse_condition(_as_dict(x)) for x in _as_list(status.get("conditions"))),
+        conditions=tuple(parse_condition(as_dict(x)) for x in as_list(status.get("conditions"))),
         start_time=parse_time(status.get("startTime")),
         completion_time=parse_time(status.get("completionTime")),
         active=_int(status.get("active"), 0) or 0,
@@ -479,8 +471,8 @@ def parse_status(status: Mapping[str, Any]) -> JobStatus:
         terminating=_int(status.get("terminating"), 0) or 0,
         succeeded=_int(status.get("succeeded"), 0) or 0,
         failed=_int(status.get("failed"), 0) or 0,
-        uncounted_succeeded=tuple(str(x) for x in _as_list(uncounted.get("succeeded"))),
-        uncounted_failed=tuple(str(x) for x in _as_list(uncounted.get("failed"))),
+        uncounted_succeeded=tuple(str(x) for x in as_list(uncounted.get("succeeded"))),
+        uncounted_failed=tuple(str(x) for x in as_list(uncounted.get("failed"))),
         completed_indexes=_str(status.get("completedIndexes")) or "",
         failed_indexes=_str(status.get("failedIndexes")),
         failures_since_success=_int(backoff.get("failuresSinceLastSuccess"), 0) or 0,
@@ -497,7 +489,7 @@ def parse_status(status: Mapping[str, Any]) -> JobStatus:
 
 
 def parse_job(body: Mapping[str, Any]) -> Job:
-    meta = _as_dict(body.get("metadata"))
+    meta = as_dict(body.get("metadata"))
     return Job(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
@@ -505,14 +497,14 @@ def parse_job(body: Mapping[str, Any]) -> Job:
         generation=_int(meta.get("generation"), 1) or 1,
         resource_version=str(meta.get("resourceVersion", "") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
-        spec=parse_spec(_as_dict(body.get("spec"))),
-        status=parse_status(_as_dict(body.get("status"))),
+        spec=parse_spec(as_dict(body.get("spec"))),
+        status=parse_status(as_dict(body.get("status"))),
     )
 
 
 def _condition_true(status: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None:
-    for cond in _as_list(status.get("conditions")):
-        cond = _as_dict(cond)
+    for cond in as_list(status.get("conditions")):
+        cond = as_dict(cond)
         if cond.get("type") == ctype and cond.get("status") == "True":
             return cond
     return None
@@ -522,7 +514,7 @@ def _container_finish_time(statuses: Sequence[Any]) -> datetime | None:
     """Latest finishedAt if every container terminated (getFinishTimeFromContainers)."""
     latest: datetime | None = None
     for raw in statuses:
-        terminated = _as_dict(_as_dict(_as_dict(raw).get("state")).get("terminated"))
+        terminated = as_dict(as_dict(as_dict(raw).get("state")).get("terminated"))
         finished = parse_time(terminated.get("finishedAt"))
         if finished is None:
             return None
@@ -533,11 +525,11 @@ def _container_finish_time(statuses: Sequence[Any]) -> datetime | None:
 
 def _finished_at(meta: Mapping[str, Any], status: Mapping[str, Any]) -> datetime | None:
     """upstream getFinishedTime: containers, Ready=False, deletion - grace, creation."""
-    finished = _container_finish_time(_as_list(status.get("containerStatuses")))
+    finished = _container_finish_time(as_list(status.get("containerStatuses")))
     if finished is not None:
         return finished
-    for cond in _as_list(status.get("conditions")):
-        cond = _as_dict(cond)
+    for cond in as_list(status.get("conditions")):
+        cond = as_dict(cond)
         if cond.get("type") == "Ready" and cond.get("status") == "False":
             when = parse_time(cond.get("lastTransitionTime"))
             if when is not None:
@@ -553,7 +545,7 @@ def _exited_non_zero(statuses: Sequence[Any]) -> bool:
     """A container of ``statuses`` terminated with an exit code other than 0 (the only
     ones a pod failure policy's onExitCodes can match)."""
     for raw in statuses:
-        terminated = _as_dict(_as_dict(_as_dict(raw).get("state")).get("terminated"))
+        terminated = as_dict(as_dict(as_dict(raw).get("state")).get("terminated"))
         if terminated and terminated.get("exitCode", 0) != 0:
             return True
     return False
@@ -564,11 +556,11 @@ def _container_started(statuses: Sequence[Any]) -> bool:
     restart (lastState): it got to run. One still waiting (pulling its image, being
     created) has not."""
     for raw in statuses:
-        status = _as_dict(raw)
-        state = _as_dict(status.get("state"))
+        status = as_dict(raw)
+        state = as_dict(status.get("state"))
         if "running" in state or "terminated" in state:
             return True
-        if "terminated" in _as_dict(status.get("lastState")):
+        if "terminated" in as_dict(status.get("lastState")):
             return True
     return False
 
@@ -610,15 +602,15 @@ class PodKeys(Protocol):
 def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
     """The fields of a pod the core reads, its tracking finalizer, job label and index
     annotations those of ``kind``."""
-    meta = _as_dict(body.get("metadata"))
-    spec = _as_dict(body.get("spec"))
-    status = _as_dict(body.get("status"))
+    meta = as_dict(body.get("metadata"))
+    spec = as_dict(body.get("spec"))
+    status = as_dict(body.get("status"))
     phase = str(status.get("phase") or c.PENDING)
-    containers = _as_list(status.get("containerStatuses"))
-    init_containers = _as_list(status.get("initContainerStatuses"))
-    restarts = [_int(_as_dict(s).get("restartCount"), 0) or 0 for s in containers]
-    init_restarts = [_int(_as_dict(s).get("restartCount"), 0) or 0 for s in init_containers]
-    annotations = _as_dict(meta.get("annotations"))
+    containers = as_list(status.get("containerStatuses"))
+    init_containers = as_list(status.get("initContainerStatuses"))
+    restarts = [_int(as_dict(s).get("restartCount"), 0) or 0 for s in containers]
+    init_restarts = [_int(as_dict(s).get("restartCount"), 0) or 0 for s in init_containers]
+    annotations = as_dict(meta.get("annotations"))
     ready_cond = _condition_true(status, "Ready")
     deleting = meta.get("deletionTimestamp") is not None
     finished = phase in (c.SUCCEEDED, c.FAILED) or deleting
@@ -631,7 +623,7 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
         uid=str(meta.get("uid", "")),
         phase=sys.intern(phase),
         deleting=deleting,
-        has_finalizer=any(f in kind.finalizers for f in _as_list(meta.get("finalizers"))),
+        has_finalizer=any(f in kind.finalizers for f in as_list(meta.get("finalizers"))),
         ready=ready_cond is not None,
         ready_since=parse_time(ready_cond.get("lastTransitionTime")) if ready_cond else None,
         node_assigned=bool(spec.get("nodeName")),
@@ -642,7 +634,7 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
         created=parse_time(meta.get("creationTimestamp")),
         finished_at=_finished_at(meta, status) if finished else None,
         namespace=sys.intern(str(meta.get("namespace", ""))),
-        label_uid=sys.intern(str(_as_dict(meta.get("labels")).get(kind.controller_uid_label, ""))),
+        label_uid=sys.intern(str(as_dict(meta.get("labels")).get(kind.controller_uid_label, ""))),
         controller_uid=_intern(controller_uid(meta)),
         completion_index=get_completion_index(annotations, kind.completion_index_key),
         index_failure_count=get_index_failure_count(annotations, kind.index_failure_count_key),
@@ -651,7 +643,7 @@ def parse_pod(body: Mapping[str, Any], kind: PodKeys) -> PodInfo:
         ),
         failure=pod_failure_facts(body) if facts else None,
         deletion_cost=get_deletion_cost(annotations),
-        attempt=attempt_of(_as_dict(meta.get("labels"))),
+        attempt=attempt_of(as_dict(meta.get("labels"))),
     )
 
 
@@ -678,8 +670,8 @@ def _intern(value: str | None) -> str | None:
 
 def controller_uid(meta: Mapping[str, Any]) -> str | None:
     """metav1.GetControllerOf: the uid of the ownerReference marked controller."""
-    for ref in _as_list(meta.get("ownerReferences")):
-        ref = _as_dict(ref)
+    for ref in as_list(meta.get("ownerReferences")):
+        ref = as_dict(ref)
         if ref.get("controller") is True:
             return str(ref.get("uid", ""))
     return None

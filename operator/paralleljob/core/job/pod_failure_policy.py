@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, Protocol
 
+from ...json_types import as_dict, as_list
+
 # batch/v1 PodFailurePolicyAction.
 ACTION_FAIL_JOB: Final = "FailJob"
 ACTION_FAIL_INDEX: Final = "FailIndex"
@@ -135,12 +137,6 @@ _POD_FAILED: Final = "Failed"
 
 
 # ------------------------------------------------------------------------------------- parsing
-def _as_dict(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _as_list(value: object) -> Sequence[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _as_str(value: object) -> str:
@@ -155,17 +151,17 @@ def _is_int(value: object) -> bool:
 def _parse_on_exit_codes(raw: object) -> OnExitCodes | None:
     if raw is None:
         return None
-    req = _as_dict(raw)
+    req = as_dict(raw)
     name = req.get("containerName")
     return OnExitCodes(
         operator=_as_str(req.get("operator")),
-        values=tuple(v for v in _as_list(req.get("values")) if _is_int(v)),
+        values=tuple(v for v in as_list(req.get("values")) if _is_int(v)),
         container_name=name if isinstance(name, str) else None,
     )
 
 
 def _parse_pattern(raw: object) -> OnPodConditionsPattern:
-    pattern = _as_dict(raw)
+    pattern = as_dict(raw)
     # SetDefaults_PodFailurePolicyOnPodConditionsPattern: an empty status means True.
     return OnPodConditionsPattern(
         type=_as_str(pattern.get("type")), status=_as_str(pattern.get("status")) or "True"
@@ -175,11 +171,11 @@ def _parse_pattern(raw: object) -> OnPodConditionsPattern:
 def _parse_rule(raw: object) -> PodFailurePolicyRule:
     # A malformed rule still takes its place, so later rules keep their index (the
     # index is in the job failure message); with no known action it matches nothing.
-    rule = _as_dict(raw)
+    rule = as_dict(raw)
     return PodFailurePolicyRule(
         action=_as_str(rule.get("action")),
         on_exit_codes=_parse_on_exit_codes(rule.get("onExitCodes")),
-        on_pod_conditions=tuple(_parse_pattern(p) for p in _as_list(rule.get("onPodConditions"))),
+        on_pod_conditions=tuple(_parse_pattern(p) for p in as_list(rule.get("onPodConditions"))),
     )
 
 
@@ -192,14 +188,12 @@ def parse_pod_failure_policy(spec: Mapping[str, Any]) -> PodFailurePolicy | None
     raw = spec.get("podFailurePolicy")
     if raw is None:
         return None
-    return PodFailurePolicy(
-        rules=tuple(_parse_rule(r) for r in _as_list(_as_dict(raw).get("rules")))
-    )
+    return PodFailurePolicy(rules=tuple(_parse_rule(r) for r in as_list(as_dict(raw).get("rules"))))
 
 
 def _parse_container_status(raw: object) -> ContainerStatus:
-    status = _as_dict(raw)
-    terminated = _as_dict(status.get("state")).get("terminated")
+    status = as_dict(raw)
+    terminated = as_dict(status.get("state")).get("terminated")
     exit_code: int | None = None
     if isinstance(terminated, Mapping):
         # An absent exitCode decodes to Go's zero value.
@@ -210,20 +204,20 @@ def _parse_container_status(raw: object) -> ContainerStatus:
 
 def pod_failure_facts(pod: Mapping[str, Any]) -> PodFailureFacts:
     """The facts ``match_pod_failure_policy`` needs, from a pod's JSON."""
-    meta = _as_dict(pod.get("metadata"))
-    status = _as_dict(pod.get("status"))
+    meta = as_dict(pod.get("metadata"))
+    status = as_dict(pod.get("status"))
     return PodFailureFacts(
         namespace=_as_str(meta.get("namespace")),
         name=_as_str(meta.get("name")),
         init_container_statuses=tuple(
-            _parse_container_status(s) for s in _as_list(status.get("initContainerStatuses"))
+            _parse_container_status(s) for s in as_list(status.get("initContainerStatuses"))
         ),
         container_statuses=tuple(
-            _parse_container_status(s) for s in _as_list(status.get("containerStatuses"))
+            _parse_container_status(s) for s in as_list(status.get("containerStatuses"))
         ),
         conditions=tuple(
             PodCondition(type=_as_str(d.get("type")), status=_as_str(d.get("status")))
-            for d in map(_as_dict, _as_list(status.get("conditions")))
+            for d in map(as_dict, as_list(status.get("conditions")))
         ),
     )
 

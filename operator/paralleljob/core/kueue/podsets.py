@@ -32,7 +32,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from ... import constants as c
-from ...json_types import JsonDict
+from ...json_types import JsonDict, as_dict, as_list
 from ..job.model import JobSpec, JobStatus, atoi, parse_spec, parse_status
 from .workload_model import (
     KUEUE_API_VERSION,
@@ -156,17 +156,17 @@ class QueuedJob:
 
 
 def parse_queued_job(body: Mapping[str, Any]) -> QueuedJob:
-    meta = _as_dict(body.get("metadata"))
-    spec = _as_dict(body.get("spec"))
+    meta = as_dict(body.get("metadata"))
+    spec = as_dict(body.get("spec"))
     return QueuedJob(
         namespace=str(meta.get("namespace", "")),
         name=str(meta.get("name", "")),
         uid=str(meta.get("uid", "")),
         spec=parse_spec(spec),
-        status=parse_status(_as_dict(body.get("status"))),
-        template=copy.deepcopy(dict(_as_dict(spec.get("template")))),
-        labels={str(k): str(v) for k, v in _as_dict(meta.get("labels")).items()},
-        annotations={str(k): str(v) for k, v in _as_dict(meta.get("annotations")).items()},
+        status=parse_status(as_dict(body.get("status"))),
+        template=copy.deepcopy(dict(as_dict(spec.get("template")))),
+        labels={str(k): str(v) for k, v in as_dict(meta.get("labels")).items()},
+        annotations={str(k): str(v) for k, v in as_dict(meta.get("annotations")).items()},
         deleting=meta.get("deletionTimestamp") is not None,
     )
 
@@ -215,7 +215,7 @@ def job_pod_sets(job: QueuedJob) -> tuple[PodSet, ...]:
 def _clean_labels(template: Mapping[str, Any]) -> JsonDict:
     """cleanLabels, on a copy."""
     out = copy.deepcopy(dict(template))
-    labels = _as_dict(_as_dict(out.get("metadata")).get("labels"))
+    labels = as_dict(as_dict(out.get("metadata")).get("labels"))
     for key in MANAGED_LABELS:
         if key not in _KEPT_IN_POD_SET and key in labels:
             del out["metadata"]["labels"][key]
@@ -225,13 +225,13 @@ def _clean_labels(template: Mapping[str, Any]) -> JsonDict:
 def _sanitized(template: JsonDict) -> JsonDict:
     """SanitizePodSet: in each container and init container, one env variable per
     name, where the first stood, with the last's value."""
-    spec = _as_dict(template.get("spec"))
+    spec = as_dict(template.get("spec"))
     for kind in ("containers", "initContainers"):
-        for container in _as_list(spec.get(kind)):
+        for container in as_list(spec.get(kind)):
             if isinstance(container, dict) and isinstance(container.get("env"), list):
                 last: dict[str, Any] = {}
                 for var in container["env"]:
-                    last[str(_as_dict(var).get("name"))] = var
+                    last[str(as_dict(var).get("name"))] = var
                 container["env"] = list(last.values())
     return template
 
@@ -240,7 +240,7 @@ def _topology_request(template: Mapping[str, Any]) -> JsonDict | None:
     """NewPodSetTopologyRequest(...).PodIndexLabel(...).Build(), for the trivial
     requests: required, preferred or unconstrained topology by annotation, and the
     index label (the slice and group annotations are not carried over)."""
-    annotations = _as_dict(_as_dict(template.get("metadata")).get("annotations"))
+    annotations = as_dict(as_dict(template.get("metadata")).get("annotations"))
     request: JsonDict = {}
     if REQUIRED_TOPOLOGY in annotations:
         request["required"] = annotations[REQUIRED_TOPOLOGY]
@@ -479,16 +479,16 @@ def _union(ours: tuple[JsonDict, ...], theirs: Iterable[JsonDict]) -> tuple[Json
 
 def info_of_template(name: str, count: int, template: Mapping[str, Any]) -> PodSetInfo:
     """The template's fields a PodSetInfo covers (podset.FromPodSet on a template)."""
-    meta = _as_dict(template.get("metadata"))
-    spec = _as_dict(template.get("spec"))
+    meta = as_dict(template.get("metadata"))
+    spec = as_dict(template.get("spec"))
     return PodSetInfo(
         name=name,
         count=count,
-        labels=dict(_as_dict(meta.get("labels"))),
-        annotations=dict(_as_dict(meta.get("annotations"))),
-        node_selector=dict(_as_dict(spec.get("nodeSelector"))),
-        tolerations=tuple(dict(_as_dict(t)) for t in _as_list(spec.get("tolerations"))),
-        scheduling_gates=tuple(dict(_as_dict(g)) for g in _as_list(spec.get("schedulingGates"))),
+        labels=dict(as_dict(meta.get("labels"))),
+        annotations=dict(as_dict(meta.get("annotations"))),
+        node_selector=dict(as_dict(spec.get("nodeSelector"))),
+        tolerations=tuple(dict(as_dict(t)) for t in as_list(spec.get("tolerations"))),
+        scheduling_gates=tuple(dict(as_dict(g)) for g in as_list(spec.get("schedulingGates"))),
     )
 
 
@@ -529,7 +529,7 @@ def restore_template(template: Mapping[str, Any], pod_set: PodSet) -> JsonDict:
     labels."""
     info = info_of_template(pod_set.name, pod_set.count, pod_set.template)
     labels = dict(info.labels)
-    current = _as_dict(_as_dict(template.get("metadata")).get("labels"))
+    current = as_dict(as_dict(template.get("metadata")).get("labels"))
     labels.update({k: current[k] for k in MANAGED_LABELS if k in current})
     return with_info(template, replace(info, labels=labels))
 
@@ -641,7 +641,7 @@ def same_pod_sets(a: Sequence[PodSet], b: Sequence[PodSet], *, ignore_toleration
     for x, y in zip(a, b, strict=True):
         if x.count != y.count or _or_minus_one(x.min_count) != _or_minus_one(y.min_count):
             return False
-        xs, ys = _as_dict(x.template.get("spec")), _as_dict(y.template.get("spec"))
+        xs, ys = as_dict(x.template.get("spec")), as_dict(y.template.get("spec"))
         if any(semantic(xs.get(k)) != semantic(ys.get(k)) for k in keys):
             return False
     return True
@@ -693,11 +693,3 @@ def semantic(value: object, key: str = "") -> object:
 def _or_minus_one(value: int | None) -> int:
     """ptr.Deref(value, -1)."""
     return -1 if value is None else value
-
-
-def _as_dict(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _as_list(value: object) -> Sequence[Any]:
-    return value if isinstance(value, list) else []

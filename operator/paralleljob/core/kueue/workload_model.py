@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Final
 
-from ...json_types import JsonDict
+from ...json_types import JsonDict, as_dict, as_list
 from ...timeutil import format_time, parse_time, truncate
 
 KUEUE_GROUP: Final = "kueue.x-k8s.io"
@@ -285,12 +285,6 @@ def pod_set_to_dict(ps: PodSet) -> JsonDict:
 
 
 # ------------------------------------------------------------------------- parsing
-def _dict(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _list(value: object) -> Sequence[Any]:
-    return value if isinstance(value, list) else []
 
 
 def _int(value: object) -> int | None:
@@ -298,11 +292,11 @@ def _int(value: object) -> int | None:
 
 
 def _str_map(value: object) -> dict[str, str]:
-    return {str(k): str(v) for k, v in _dict(value).items()}
+    return {str(k): str(v) for k, v in as_dict(value).items()}
 
 
 def _tolerations(value: object) -> tuple[JsonDict, ...]:
-    return tuple(dict(_dict(t)) for t in _list(value))
+    return tuple(dict(as_dict(t)) for t in as_list(value))
 
 
 def parse_condition(raw: Mapping[str, Any]) -> WorkloadCondition:
@@ -321,7 +315,7 @@ def parse_pod_set(raw: Mapping[str, Any]) -> PodSet:
     return PodSet(
         name=str(raw.get("name", "main")),
         count=_int(raw.get("count")) or 0,
-        template=dict(_dict(raw.get("template"))),
+        template=dict(as_dict(raw.get("template"))),
         min_count=_int(raw.get("minCount")),
         topology_request=dict(topology) if isinstance(topology, Mapping) else None,
     )
@@ -339,7 +333,7 @@ def _parse_admission(raw: object) -> Admission | None:
                 count=_int(a.get("count")),
                 topology_assigned=a.get("topologyAssignment") is not None,
             )
-            for a in map(_dict, _list(raw.get("podSetAssignments")))
+            for a in map(as_dict, as_list(raw.get("podSetAssignments")))
         ),
     )
 
@@ -357,7 +351,7 @@ def _parse_check(raw: Mapping[str, Any]) -> AdmissionCheckState:
                 node_selector=_str_map(u.get("nodeSelector")),
                 tolerations=_tolerations(u.get("tolerations")),
             )
-            for u in map(_dict, _list(raw.get("podSetUpdates")))
+            for u in map(as_dict, as_list(raw.get("podSetUpdates")))
         ),
     )
 
@@ -382,9 +376,9 @@ def _parse_priority_class_ref(raw: object) -> PriorityClassRef | None:
 
 def parse_workload(body: Mapping[str, Any]) -> Workload:
     """A Workload from its JSON (v1beta2)."""
-    meta = _dict(body.get("metadata"))
-    spec = _dict(body.get("spec"))
-    status = _dict(body.get("status"))
+    meta = as_dict(body.get("metadata"))
+    spec = as_dict(body.get("spec"))
+    status = as_dict(body.get("status"))
     active = spec.get("active")
     return Workload(
         namespace=str(meta.get("namespace", "")),
@@ -393,23 +387,23 @@ def parse_workload(body: Mapping[str, Any]) -> Workload:
         generation=_int(meta.get("generation")) or 1,
         resource_version=str(meta.get("resourceVersion", "") or ""),
         deleting=meta.get("deletionTimestamp") is not None,
-        finalizers=tuple(str(f) for f in _list(meta.get("finalizers"))),
+        finalizers=tuple(str(f) for f in as_list(meta.get("finalizers"))),
         labels=_str_map(meta.get("labels")),
-        owners=tuple(_parse_owner(_dict(r)) for r in _list(meta.get("ownerReferences"))),
+        owners=tuple(_parse_owner(as_dict(r)) for r in as_list(meta.get("ownerReferences"))),
         queue_name=str(spec.get("queueName", "") or ""),
-        pod_sets=tuple(parse_pod_set(_dict(p)) for p in _list(spec.get("podSets"))),
+        pod_sets=tuple(parse_pod_set(as_dict(p)) for p in as_list(spec.get("podSets"))),
         priority_class_ref=_parse_priority_class_ref(spec.get("priorityClassRef")),
         priority=_int(spec.get("priority")),
         active=active if isinstance(active, bool) else None,
         maximum_execution_time_seconds=_int(spec.get("maximumExecutionTimeSeconds")),
-        conditions=tuple(parse_condition(_dict(c)) for c in _list(status.get("conditions"))),
+        conditions=tuple(parse_condition(as_dict(c)) for c in as_list(status.get("conditions"))),
         admission=_parse_admission(status.get("admission")),
         reclaimable_pods=tuple(
             ReclaimablePod(str(r.get("name", "")), _int(r.get("count")) or 0)
-            for r in map(_dict, _list(status.get("reclaimablePods")))
+            for r in map(as_dict, as_list(status.get("reclaimablePods")))
         ),
         admission_checks=tuple(
-            _parse_check(_dict(c)) for c in _list(status.get("admissionChecks"))
+            _parse_check(as_dict(c)) for c in as_list(status.get("admissionChecks"))
         ),
         accumulated_past_execution_time_seconds=_int(
             status.get("accumulatedPastExecutionTimeSeconds")
@@ -418,9 +412,9 @@ def parse_workload(body: Mapping[str, Any]) -> Workload:
 
 
 def parse_resource_flavor(body: Mapping[str, Any]) -> ResourceFlavor:
-    spec = _dict(body.get("spec"))
+    spec = as_dict(body.get("spec"))
     return ResourceFlavor(
-        name=str(_dict(body.get("metadata")).get("name", "")),
+        name=str(as_dict(body.get("metadata")).get("name", "")),
         node_labels=_str_map(spec.get("nodeLabels")),
         tolerations=_tolerations(spec.get("tolerations")),
     )
