@@ -16,14 +16,8 @@
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 source "$HACK_DIR/kube-target.sh"
 
-action=${1:-}
-mode=${2:-}
-case $action in up | down) ;; *) die "usage: $0 up|down [local|kind]" ;; esac
-if [ -z "$mode" ]; then
-  if [ -s "$LOCAL_KUBECONFIG" ]; then mode=local; else mode=kind; fi
-fi
-case $mode in local | kind) ;; *) die "usage: $0 up|down [local|kind]" ;; esac
-use_cluster "$mode"
+action='' mode=''
+up_down_args "$@"  # sets both
 
 TAG=${KEDA_VERSION#v}
 IMAGES=(keda keda-metrics-apiserver)

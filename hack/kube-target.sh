@@ -22,6 +22,20 @@ PATH=$CACHE_DIR/kubernetes-$KUBERNETES_VERSION/bin:$CACHE_DIR/kind-$KIND_VERSION
 
 kubectl() { command kubectl ${KUBE_CONTEXT:+--context "$KUBE_CONTEXT"} "$@"; }
 
+# up_down_args ACTION [MODE]: an add-on script's arguments (hack/keda.sh, hack/kueue.sh):
+# sets action (up or down) and mode (local, the default when the local cluster exists,
+# else kind), and points kubectl at that cluster.
+up_down_args() {
+  action=${1:-}
+  mode=${2:-}
+  case $action in up | down) ;; *) die "usage: $0 up|down [local|kind]" ;; esac
+  if [ -z "$mode" ]; then
+    if [ -s "$LOCAL_KUBECONFIG" ]; then mode=local; else mode=kind; fi
+  fi
+  case $mode in local | kind) ;; *) die "usage: $0 up|down [local|kind]" ;; esac
+  use_cluster "$mode"
+}
+
 use_cluster() {
   case $1 in
     local)
