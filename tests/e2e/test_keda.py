@@ -335,6 +335,14 @@ def test_keda_scales_parallelism_with_the_backlog_and_nothing_is_lost(
     hpa = k.json("get", "hpa", f"keda-hpa-{NAME}")
     assert hpa["spec"]["scaleTargetRef"]["kind"] == "ParallelJob"
     plot(sampler.samples, maximum, OUTPUT / "keda-autoscaling.png")
+    # The autoscaler goes before its target, as a user removes them: the cleanup's delete
+    # of the job would otherwise meet the HPA's next sync (a Warning FailedRescale).
+    k.run("delete", "scaledobject", NAME, "--wait=true")
+    wait_until(
+        lambda: k.run("get", "hpa", f"keda-hpa-{NAME}", check=False).returncode != 0,
+        timeout=60,
+        what="the ScaledObject's HPA gone",
+    )
 
 
 # ------------------------------------------------------------------ a ScaledJob
