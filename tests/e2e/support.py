@@ -13,13 +13,14 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 
 import pytest
 from kubernetes import client, config
 from kubernetes.client import ApiException
 from urllib3.exceptions import HTTPError
 
+from tests.support.background import Background
 from tests.support.wait import wait_until
 from tests.support.warning_events import MARKER, describe, unexpected_warnings
 
@@ -263,7 +264,7 @@ def held(pods: list[dict[str, Any]]) -> list[str]:
 
 
 @dataclass
-class PodWatch:
+class PodWatch(Background):
     """Watches a job's pods and checks an invariant after every event.
 
     ``check(pods)`` gets the current pods by uid (as the watch shows them) and returns
@@ -292,16 +293,10 @@ class PodWatch:
         with self._lock:
             return list(self.pods.values())
 
-    def __enter__(self) -> PodWatch:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+    def __enter__(self) -> Self:
+        super().__enter__()
         self._ready.wait(timeout=30)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=15)
 
     def _run(self) -> None:
         from kubernetes import watch
