@@ -31,4 +31,5 @@ log "kind tests: cluster up after $((SECONDS - start))s"
 "$KIND" smoke
 cd "$REPO_ROOT" || exit 1
 eval "$("$KIND" env)"
-PJ_TEST_KUBECONFIG=$kubeconfig "$PYTEST" "$@"
+# The cluster is deleted afterwards: a test's teardown need not undo what it installed.
+PJ_TEST_CLUSTER_DISPOSABLE=1 PJ_TEST_KUBECONFIG=$kubeconfig "$PYTEST" "$@"

@@ -4,9 +4,10 @@
 server, with the RBAC of ``manifests/examples/workqueue-scale-down``, and the operator's
 scale-down of a ParallelJob removes the idle workers, so no item is cut short or run twice.
 
-Six workers, three long items: three workers hold an item each (busy), three wait for the
-items the others hold to be acked (idle, and they do not exit: something is pending). The
-test waits until the pods' annotations say so, lowers parallelism to 3, and checks that the
+Six workers, three items held until the test opens a gate: three workers hold an item each
+(busy), three wait for the items the others hold to be acked (idle, and they do not exit:
+something is pending). The test waits until the pods' annotations say so, lowers
+parallelism to 3, opens the gate once the three are deleted, and checks that the
 three pods deleted were the idle ones, with their idle cost at deletion; that every item
 ran exactly once; and that no pod was counted failed. The Redis queue, the worker image and
 the task are test_workqueue.py's (tests/e2e/workqueue.py).
@@ -29,6 +30,8 @@ from .workqueue import Queue, finished, run_task, show
 EXAMPLE = Path(__file__).resolve().parents[2] / "manifests" / "examples" / "workqueue-scale-down"
 COST = "controller.kubernetes.io/pod-deletion-cost"
 WORKERS, ITEMS, KEPT = 6, 3, 3
+#: The Redis key whose existence lets the items finish (TASK's ITEM_GATE).
+GATE = "gate"
 
 
 def _template(image: str, **env: str) -> dict[str, Any]:
@@ -67,8 +70,8 @@ def test_scale_down_stops_the_idle_workers_and_no_item_is_redone(
         return None
 
     with PodWatch(core_v1, k.ns, name, check=record) as watch:
-        # Items long enough to outlast the six pods' start and the scale-down.
-        k.create_pj(name, _template(queue.image, ITEM_SECONDS="60"), parallelism=WORKERS)
+        # Each item is held until the gate opens, after the scale-down.
+        k.create_pj(name, _template(queue.image, ITEM_GATE=GATE), parallelism=WORKERS)
 
         def marked() -> tuple[list[str], list[str]] | None:
             pods = [p for p in k.pods(name) if not p["metadata"].get("deletionTimestamp")]
@@ -86,6 +89,13 @@ def test_scale_down_stops_the_idle_workers_and_no_item_is_redone(
         show(k, name, f"{len(busy)} busy, {len(idle)} idle")
         k.patch_pj(name, {"spec": {"parallelism": KEPT}})
         show(k, name, f"parallelism patched {WORKERS} -> {KEPT}")
+        # The idle workers deleted before any item is done: none of them may exit first.
+        wait_until(
+            lambda: len(cost_at_deletion) >= WORKERS - KEPT,
+            timeout=120,
+            what=f"{WORKERS - KEPT} workers deleted",
+        )
+        queue.cli("SET", GATE, "1")
         assert finished(k, name, timeout=300) == "Complete"
     assert watch.errors == []
     assert len(watch.created) == WORKERS, "a scaled-down worker was replaced"

@@ -37,8 +37,8 @@ REDIS_LABEL = "app.kubernetes.io/name=redis"
 
 #: The per-item task of these tests (the example's, plus what the tests observe): the item's
 #: sha256 into ``results``, a count of its runs into ``runs`` and the pod that ran it last
-#: into ``by``, after ITEM_SECONDS of
-#: "work"; exit 3 for the item POISON; hang (mid-item) when the pod is in the set ``hold``.
+#: into ``by``, after ITEM_SECONDS of "work" and once the key ITEM_GATE (if set) exists;
+#: exit 3 for the item POISON; hang (mid-item) when the pod is in the set ``hold``.
 #: It speaks RESP over a socket rather than import redis-py: a process runs per item, and the
 #: import (0.15 s of CPU) made the tests' hundreds of items CPU-bound on a 2-core machine.
 TASK = """\
@@ -64,6 +64,8 @@ if call("SISMEMBER", "hold", pod) == b":1":
     call("HSET", "held", pod, item)
     time.sleep(600)
 time.sleep(float(os.environ.get("ITEM_SECONDS", "0")))
+while os.environ.get("ITEM_GATE") and call("EXISTS", os.environ["ITEM_GATE"]) != b":1":
+    time.sleep(0.2)
 call("MULTI")
 call("HSET", "results", item, hashlib.sha256(item.encode()).hexdigest())
 call("HINCRBY", "runs", item, "1")

@@ -5,6 +5,7 @@ registry loads them."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -74,10 +75,13 @@ def releases(kubectl: Kubectl, is_local_cluster: bool) -> Iterator[tuple[Release
 @pytest.fixture
 def undeployed(kubectl: Kubectl) -> Iterator[None]:
     """No operator installed before the test nor after it (hack/undeploy.sh); CRDs that
-    were installed before it are left installed, as this tree has them."""
+    were installed before it are left installed, as this tree has them. After it, on a
+    cluster deleted once the run ends (hack/kind-test.sh's), nothing is undone."""
     crds = kubectl.run("get", "crd", "paralleljobs.paralleljob.dev", check=False).returncode == 0
     _undeploy(kubectl, keep_crds=crds)
     yield
+    if os.environ.get("PJ_TEST_CLUSTER_DISPOSABLE") == "1":
+        return
     _undeploy(kubectl, keep_crds=crds)
     if crds:
         kubectl.run("apply", "--server-side", "--force-conflicts", "-k", str(REPO / "crds"))
