@@ -40,7 +40,16 @@ load_image() {
 # set to the one built here, rendered into $MANIFEST.
 render() {
   local overlay=$KUEUE_DIR/src/test/e2e/config/paralleljob
+  local config=$KUEUE_DIR/src/test/e2e/config/default/controller_manager_config.yaml
   rm -rf "$overlay" && cp -r "$HACK_DIR/kueue" "$overlay"
+  # The manager's configuration: the e2e config's own, with hack/kueue's lines under its
+  # `integrations:` (one top-level key, whose entries are indented by two spaces).
+  [ "$(grep -c '^integrations:$' "$config")" = 1 ] ||
+    die "kueue: $config has not exactly one 'integrations:' line to add externalFrameworks under"
+  ! grep -q '^  externalFrameworks:' "$config" ||
+    die "kueue: $config sets externalFrameworks already: merge hack/kueue's by hand"
+  sed "/^integrations:\$/r $HACK_DIR/kueue/manager-config-integrations.yaml" "$config" \
+    >"$overlay/controller_manager_config.yaml"
   cat >>"$overlay/kustomization.yaml" <<EOF
 
 images:
@@ -49,6 +58,8 @@ images:
   newTag: $KUEUE_VERSION
 EOF
   kubectl kustomize "$overlay" >"$MANIFEST.tmp"
+  grep -q '"ParallelJob.v1alpha1.paralleljob.dev"' "$MANIFEST.tmp" ||
+    die "kueue: the rendered manager config lacks the ParallelJob external framework"
   mv "$MANIFEST.tmp" "$MANIFEST"
 }
 

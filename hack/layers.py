@@ -33,8 +33,8 @@ LEAVES = ("constants", "json_types", "timeutil", "config")
 
 
 #: The shell's packages, by domain: the runtime every kind runs on, leader election,
-#: and the two kinds' controllers.
-SHELL = ("runtime", "election", "jobs", "cron")
+#: the two kinds' controllers, and the queued jobs' Workloads' (Kueue's protocol).
+SHELL = ("runtime", "election", "jobs", "cron", "kueue")
 
 
 def layer_of(module: str) -> str:

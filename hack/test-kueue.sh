@@ -145,10 +145,11 @@ for arm in "${arms[@]}"; do
   run_arm "$arm" || failed=1
   columns+=("$arm=$report_dir/$arm")
 done
-# A ParallelJob's pods queued through Kueue's plain-pod integration, while it is here.
-log "kueue: a ParallelJob queued by Kueue (tests/e2e/test_kueue.py)"
+# A ParallelJob queued by Kueue while it is here: pod by pod (plain-pod integration), and
+# as one Workload beside a Job (the operator's Workload controller, Kueue's Job integration).
+log "kueue: ParallelJobs queued by Kueue (tests/e2e/test_kueue.py, test_kueue_workload.py)"
 "$REPO_ROOT/.venv/bin/pytest" -p no:cacheprovider -q "$REPO_ROOT/tests/e2e/test_kueue.py" \
-  >"$report_dir/paralleljob.log" 2>&1 || failed=1
+  "$REPO_ROOT/tests/e2e/test_kueue_workload.py" >"$report_dir/paralleljob.log" 2>&1 || failed=1
 tail -n 1 "$report_dir/paralleljob.log"
 # Skipped would mean it never saw Kueue: a failure here.
 ! tail -n 1 "$report_dir/paralleljob.log" | grep -q skipped || failed=1

@@ -10,7 +10,10 @@ ParallelJobs always, batch/v1 Jobs unless PJ_MANAGE_JOBS is off.
   the operator), later ones wake it, its deletion stops it and releases its pods'
   finalizers. The ParallelCronJob controller (cron/cron_controller.py) subscribes to
   the same caches: the ParallelCronJob informer, and the ParallelJob informer for its
-  jobs. kopf itself watches no resource (one watch per kind, runtime/caches.py says why).
+  jobs. Where Kueue is installed, the Kueue controller (kueue/kueue_controller.py)
+  subscribes to the Kueue cache (runtime/kueue_cache.py): a ParallelJob labelled
+  ``kueue.x-k8s.io/queue-name`` is queued as one Workload. kopf itself watches no
+  resource (one watch per kind, runtime/caches.py says why).
 * ``progress`` -- a probe: ``/healthz`` fails while a job loop has work pending for
   longer than ``PJ_LIVENESS_STALL_SECONDS`` (see progress.py).
 * ``cleanup`` -- stops the loops, the metrics server and the caches.
@@ -30,6 +33,7 @@ from .config import OperatorConfig
 from .core import PARALLELJOB
 from .cron.cron_controller import CronController
 from .jobs.controller import Controller
+from .kueue.kueue_controller import KueueController
 from .runtime import metrics
 from .runtime.caches import Caches
 from .runtime.events import EventRecorder
@@ -44,6 +48,8 @@ class App:
     controllers: dict[str, Controller]
     #: The ParallelCronJobs' controller.
     crons: CronController
+    #: The queued ParallelJobs' Workloads' controller, where Kueue is installed.
+    kueue: KueueController | None
     recorder: EventRecorder
     #: The pods and which jobs exist, and the operator's client (caches.kube).
     caches: Caches
@@ -112,7 +118,20 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
         # No job is judged missing, nor created again, before every job is listed.
         ready=caches.synced.jobs,
     )
-    await caches.attach(app.controllers, app.crons)
+    app.kueue = (
+        None
+        if caches.kueue is None
+        else KueueController(
+            caches.kube.for_kind(PARALLELJOB),
+            app.recorder,
+            caches.kueue,
+            config.controller,
+            monotonic=time.monotonic,
+            # No job is judged gone before every job is listed.
+            ready=caches.synced.jobs,
+        )
+    )
+    await caches.attach(app.controllers, app.crons, app.kueue)
     metrics.track_state(list(app.controllers.values()))
     app.loop_lag = asyncio.create_task(metrics.sample_loop_lag(), name="event loop lag")
     app.metrics_server = (
@@ -128,6 +147,8 @@ async def cleanup(memo: Any, **_: Any) -> None:
     app = _app(memo)
     app.loop_lag.cancel()
     await app.crons.stop_all()
+    if app.kueue is not None:
+        await app.kueue.stop_all()
     await asyncio.gather(*(x.stop_all() for x in app.controllers.values()))
     if app.metrics_server is not None:
         await app.metrics_server.cleanup()

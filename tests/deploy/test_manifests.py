@@ -14,6 +14,8 @@ from .conftest import CRD, DEPLOYMENT, REPO, SYSTEM_NAMESPACE, WATCHED, Kubectl,
 pytestmark = [pytest.mark.cluster]
 
 EXAMPLES = sorted((REPO / "manifests" / "examples").glob("*.yaml"))
+#: manifests/kueue-policy.yaml: a policy and its binding of this name, cluster-scoped.
+KUEUE_POLICY = "paralleljob-operator-kueue-suspend"
 
 
 def test_manifests_pass_server_side_dry_run(deployed: Kubectl) -> None:
@@ -38,6 +40,8 @@ def test_manifests_pass_server_side_dry_run(deployed: Kubectl) -> None:
         "configmap/",
         "deployment",
         "poddisruptionbudget.policy/paralleljob-operator",
+        f"mutatingadmissionpolicy.admissionregistration.k8s.io/{KUEUE_POLICY}",
+        f"mutatingadmissionpolicybinding.admissionregistration.k8s.io/{KUEUE_POLICY}",
     ):
         assert any(line.startswith(kind) for line in applied), (kind, out.stdout)
     # The same through the plain client-side path a user may take.
@@ -96,6 +100,9 @@ def test_undeploy_then_deploy_local_again(deployed: Kubectl) -> None:
             ).returncode
             != 0
         )
+        # Cluster-scoped, so not gone with the namespace: undeploy deletes them itself.
+        for kind in ("mutatingadmissionpolicy", "mutatingadmissionpolicybinding"):
+            assert deployed.run("get", kind, KUEUE_POLICY, check=False).returncode != 0, kind
 
         # A bad configuration fails the deploy at once, with the operator's one line.
         bad = subprocess.run(

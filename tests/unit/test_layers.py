@@ -225,6 +225,7 @@ def test_the_i_o_check_sees_a_module_outside_the_shell() -> None:
 CONTROLLERS = {
     "paralleljob.jobs.controller",
     "paralleljob.cron.cron_controller",
+    "paralleljob.kueue.kueue_controller",
     "paralleljob.jobs.job_loops",
     "paralleljob.jobs.job_sync",
     "paralleljob.runtime.sync_loops",

@@ -132,6 +132,39 @@ class CronControl(Protocol):
         ...
 
 
+class KueueControl(Protocol):
+    """Kueue's JobReconciler's client: a queued ParallelJob's Workloads, the priority
+    classes its priority comes from, and the job's own spec (suspend, template).
+    Writes that carry ``metadata.resourceVersion`` are refused (409) once the object
+    changed."""
+
+    async def create_workload(self, namespace: str, workload: JsonDict) -> JsonDict: ...
+
+    async def patch_workload(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        """A merge patch of the Workload (its spec, its finalizers)."""
+        ...
+
+    async def patch_workload_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        """A merge patch of the Workload's status subresource."""
+        ...
+
+    async def delete_workload(self, namespace: str, name: str, uid: str) -> None: ...
+
+    async def get_workload_priority_class(self, name: str) -> JsonDict: ...
+
+    async def get_job(self, namespace: str, name: str) -> JsonDict:
+        """The ParallelJob as stored."""
+        ...
+
+    async def get_priority_class(self, name: str) -> JsonDict: ...
+
+    async def list_priority_classes(self) -> JsonDict: ...
+
+    async def patch_job(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        """A merge patch of the ParallelJob; returns it as stored."""
+        ...
+
+
 class ControllerApi(PodControl, JobControl, Protocol):
     """Every call :class:`~paralleljob.controller.Controller` makes."""
 

@@ -53,8 +53,9 @@ from .gc_pauses import bound_full_collections, freeze_until_quiet
 from .informer import Informer
 from .job_records import CachedJob, job_record, start_recorded_jobs
 from .kube import Kube, KubeListWatch, load_configuration, user_agent
+from .kueue_cache import KueueCache, kueue_served
 from .pod_cache import PodCache
-from .subscribers import CacheSync, CronSubscriber, JobSubscriber
+from .subscribers import CacheSync, CronSubscriber, JobSubscriber, KueueSubscriber
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,9 @@ class Caches:
             ]
             for kind in self.kinds
         }
+        #: Kueue's Workloads and flavors and the queued ParallelJobs, where Kueue is
+        #: installed (open() asks the API server).
+        self.kueue: KueueCache | None = None
         #: The ParallelCronJob informers, per scope: each object kept whole.
         self.cron_informers: list[Informer[JsonDict]] = [
             Informer(
@@ -163,6 +167,9 @@ class Caches:
             user_agent=user_agent(config.leader_election.identity),
         )
         caches = cls(kube, config, elected=fence is not None)
+        if await kueue_served(kube):
+            caches.kueue = KueueCache(kube, caches.scopes)
+            log.info("Kueue's Workloads are served: queued ParallelJobs are Kueue's")
         caches._unbind_gc = bound_full_collections(asyncio.get_running_loop().call_soon_threadsafe)
         return caches
 
@@ -170,6 +177,7 @@ class Caches:
         """Each informer a task; and the tasks that open the gates as they sync
         (CacheSync) and freeze what the listing builds."""
         informers: list[Informer[Any]] = [*self.pod_informers, *self.cron_informers]
+        informers.extend(self.kueue.informers if self.kueue else ())
         for each in self.job_informers.values():
             informers.extend(each)
         for informer in informers:
@@ -178,18 +186,24 @@ class Caches:
         self.spawn(freeze_until_quiet(self._busy), "freeze what the listing builds")
 
     async def attach(
-        self, controllers: Mapping[str, JobSubscriber], crons: CronSubscriber | None = None
+        self,
+        controllers: Mapping[str, JobSubscriber],
+        crons: CronSubscriber | None = None,
+        kueue: KueueSubscriber | None = None,
     ) -> None:
         """The subscribers, once the process leads: each job controller sees the pods
         already cached, a turn of the event loop every REPLAY_YIELD_EVERY pods (an event
         for a pod meanwhile is seen as well: seeing a pod twice changes nothing); then
         starts the jobs already cached (start_cached_jobs); the cron subscriber sees
-        every ParallelCronJob cached."""
+        every ParallelCronJob cached; the Kueue subscriber, every queued job and every
+        job that owns a Workload."""
         if self.catch_up_on_attach:
             # Started together: the pods' catch-up overlaps the jobs' (one bookmark's wait).
             self.spawn(self._pods_current(), "pods caught up")
             jobs = [i for each in self.job_informers.values() for i in each]
-            await self._catch_up([*jobs, *self.cron_informers])  # before anything starts
+            kueue_informers = self.kueue.informers if self.kueue else []
+            # Before anything starts.
+            await self._catch_up([*jobs, *self.cron_informers, *kueue_informers])
         self.controllers = dict(controllers)
         if crons is not None:
             self.crons = crons
@@ -197,6 +211,10 @@ class Caches:
             for informer in self.cron_informers:
                 for body in list(informer.store.values()):
                     crons.cron_seen(body)
+        if kueue is not None and self.kueue is not None:
+            self.kueue.subscriber = kueue
+            for key in sorted(self.kueue.keys()):
+                kueue.changed(key)
         for name, controller in self.controllers.items():
             controller.job_exists = self.job_exists_for(name, controller)
             controller.cache_version = self.cache_version_for(name)
@@ -296,6 +314,8 @@ class Caches:
             the index of the ParallelCronJobs' jobs."""
             if kind == PARALLELJOB.kind:
                 self.cron_children.observe(body)
+                if self.kueue is not None:
+                    self.kueue.job_seen(body)
             controller = self.controllers.get(kind)
             if controller is not None:
                 controller.job_seen(body)
@@ -310,6 +330,8 @@ class Caches:
             controller = self.controllers.get(kind)
             if gone and old and kind == PARALLELJOB.kind:
                 self.cron_children.forget(old.uid)
+                if self.kueue is not None:
+                    self.kueue.job_deleted(old.uid)
             if gone and old and controller is not None:
                 for release in controller.job_deleted(old.uid):
                     self.spawn(release, f"release the pods of deleted job {old.uid}")

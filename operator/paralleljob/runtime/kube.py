@@ -21,7 +21,14 @@ from kubernetes.aio import client as aio_client
 from kubernetes.aio import config as aio_config
 
 from .. import constants as c
-from ..core import PARALLELJOB, JobKind, cron_path
+from ..core import (
+    PARALLELJOB,
+    WORKLOAD_PLURAL,
+    WORKLOAD_PRIORITY_CLASS_PLURAL,
+    JobKind,
+    cron_path,
+    kueue_path,
+)
 from ..json_types import JsonDict
 from . import metrics
 from .api import ApiError as ApiError  # re-exported: callers of Kube catch it
@@ -32,6 +39,7 @@ log = logging.getLogger(__name__)
 
 
 MERGE_PATCH = "application/merge-patch+json"
+PRIORITY_CLASSES = "/apis/scheduling.k8s.io/v1/priorityclasses"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 
@@ -309,6 +317,30 @@ class Kube:
     async def patch_cron_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
         path = cron_path(namespace, name, "status")
         return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def create_workload(self, namespace: str, workload: JsonDict) -> JsonDict:
+        return await self.request("POST", kueue_path(WORKLOAD_PLURAL, namespace), body=workload)
+
+    async def patch_workload(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        path = kueue_path(WORKLOAD_PLURAL, namespace, name)
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def patch_workload_status(self, namespace: str, name: str, patch: JsonDict) -> JsonDict:
+        path = kueue_path(WORKLOAD_PLURAL, namespace, name, "status")
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
+
+    async def delete_workload(self, namespace: str, name: str, uid: str) -> None:
+        body = {"propagationPolicy": "Background", "preconditions": {"uid": uid}}
+        await self.request("DELETE", kueue_path(WORKLOAD_PLURAL, namespace, name), body=body)
+
+    async def get_workload_priority_class(self, name: str) -> JsonDict:
+        return await self.request("GET", kueue_path(WORKLOAD_PRIORITY_CLASS_PLURAL, "", name))
+
+    async def get_priority_class(self, name: str) -> JsonDict:
+        return await self.request("GET", f"{PRIORITY_CLASSES}/{name}")
+
+    async def list_priority_classes(self) -> JsonDict:
+        return await self.request("GET", PRIORITY_CLASSES)
 
     async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
         return await self.request("POST", self.pods_path(namespace), body=pod)

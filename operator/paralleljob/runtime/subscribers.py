@@ -80,3 +80,12 @@ class CronSubscriber(Protocol):
     def job_changed(self, owner: str) -> None:
         """A ParallelJob the ParallelCronJob ``owner`` controls changed or went."""
         ...
+
+
+class KueueSubscriber(Protocol):
+    """The Kueue controller, as the Kueue cache (kueue_cache.py) feeds it."""
+
+    def changed(self, key: str) -> None:
+        """The queued ParallelJob ``key`` (``namespace/name``), or one of its Workloads,
+        changed or went."""
+        ...

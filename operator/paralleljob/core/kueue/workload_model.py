@@ -29,6 +29,7 @@ KUEUE_API_VERSION: Final = f"{KUEUE_GROUP}/{KUEUE_VERSION}"
 WORKLOAD_KIND: Final = "Workload"
 WORKLOAD_PLURAL: Final = "workloads"
 RESOURCE_FLAVOR_PLURAL: Final = "resourceflavors"
+WORKLOAD_PRIORITY_CLASS_PLURAL: Final = "workloadpriorityclasses"
 
 #: kueue.ResourceInUseFinalizerName: holds a Workload (and its quota) until its owner
 #: lets it go.
@@ -209,6 +210,15 @@ class ResourceFlavor:
 
 
 # --------------------------------------------------------------------- conditions
+def kueue_path(plural: str, namespace: str = "", name: str = "", subresource: str = "") -> str:
+    """The API path of Kueue's ``plural`` (cluster-scoped, or of all namespaces, when
+    ``namespace`` is ""), of one object, or of its ``subresource``."""
+    root = f"/apis/{KUEUE_API_VERSION}"
+    path = f"{root}/namespaces/{namespace}/{plural}" if namespace else f"{root}/{plural}"
+    path += f"/{name}" if name else ""
+    return path + (f"/{subresource}" if subresource else "")
+
+
 def find_condition(conditions: Iterable[WorkloadCondition], ctype: str) -> WorkloadCondition | None:
     return next((cond for cond in conditions if cond.type == ctype), None)
 
