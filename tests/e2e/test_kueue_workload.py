@@ -11,8 +11,11 @@ MutatingAdmissionPolicy (manifests/kueue-policy.yaml) is applied here as the ins
 applies it: it suspends a labelled ParallelJob on create, as Kueue's webhook does a Job.
 
 What is compared: each Workload's sequence of QuotaReserved, Admitted, Evicted and
-Finished transitions; the admitted flavor; the pods' node selector and tolerations; the
-jobs' final counts; and the order in which the jobs were admitted.
+Finished transitions; the admitted flavor and count; the pods' node selector and
+tolerations; the jobs' final counts; and the order in which the jobs were admitted. The
+scenarios: quota full then freed, preemption by priority and re-admission, deletion
+while queued and while running, partial admission; and (the operator's arm alone) a
+ParallelCronJob's run queued as its template says.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import pytest
 from kubernetes import client, watch
 
+from paralleljob.core.cron.cron_model import TRIGGER_ANNOTATION
 from tests.support.background import Background
 from tests.support.wait import wait_until
 
@@ -324,3 +328,139 @@ def test_preempted_by_a_higher_priority_then_admitted_again_as_a_job_is(
     for arm in ARMS:
         low = _finished(k, arm, f"{arm}-low")
         assert low is not None and low.get("succeeded") == 1, low
+
+
+def _workloads_of(k: Kubectl, owner: str) -> list[dict[str, Any]]:
+    items = k.json("get", "workloads.kueue.x-k8s.io")["items"]
+    return [
+        w
+        for w in items
+        if any(o.get("name") == owner for o in w["metadata"].get("ownerReferences") or [])
+    ]
+
+
+@pytest.mark.warnings("Pending")
+def test_deleted_while_queued_and_while_running_frees_what_it_held(
+    operator: Operator, k: Kubectl, queues: dict[str, str], namespace: str
+) -> None:
+    """A running job and a queued one, per arm: the queued one deleted (its Workload
+    goes, the running one keeps its quota), then the running one (its Workload goes and
+    its quota frees: a third job waiting behind it is admitted)."""
+    with WorkloadLog(namespace) as log:
+        for arm in ARMS:
+            _create(k, arm, f"{arm}-running", queues[arm], "600s")
+            _create(k, arm, f"{arm}-queued", queues[arm], "2s")
+        wait_until(
+            lambda: all(f"{arm}-running" in log.admitted for arm in ARMS),
+            timeout=60,
+            what="both running jobs admitted",
+        )
+        wait_until(
+            lambda: all(_workloads_of(k, f"{arm}-queued") for arm in ARMS),
+            timeout=60,
+            what="both queued jobs' Workloads",
+        )
+        for arm in ARMS:
+            kind = "job" if arm == "job" else "pj"
+            k.run("delete", kind, f"{arm}-queued", "--wait=false")
+        wait_until(
+            lambda: not any(_workloads_of(k, f"{arm}-queued") for arm in ARMS),
+            timeout=60,
+            what="the queued jobs' Workloads gone",
+        )
+        for arm in ARMS:
+            _create(k, arm, f"{arm}-next", queues[arm], "2s")
+        for arm in ARMS:
+            kind = "job" if arm == "job" else "pj"
+            k.run("delete", kind, f"{arm}-running", "--wait=false")
+        _wait_done(k, ("next",), timeout=120)
+        wait_until(
+            lambda: not any(_workloads_of(k, f"{arm}-running") for arm in ARMS),
+            timeout=60,
+            what="the running jobs' Workloads gone",
+        )
+    for which in ("running", "queued"):
+        assert log.of(f"pj-{which}") == log.of(f"job-{which}"), which
+    assert "pj-queued" not in log.admitted and "job-queued" not in log.admitted
+    for arm in ARMS:
+        assert log.admitted.index(f"{arm}-next") > log.admitted.index(f"{arm}-running")
+
+
+@pytest.mark.warnings("Pending")
+def test_partially_admitted_with_the_count_the_quota_allows_as_a_job_is(
+    operator: Operator, k: Kubectl, queues: dict[str, str], namespace: str
+) -> None:
+    """Four pods of 500m asked for on a queue of 1 CPU, down to one allowed
+    (``kueue.x-k8s.io/job-min-parallelism``): admitted with two, run two at a time, and
+    all four completions done."""
+    annotation = {"kueue.x-k8s.io/job-min-parallelism": "1"}
+    for arm in ARMS:
+        kind, api = (
+            ("Job", "batch/v1") if arm == "job" else ("ParallelJob", "paralleljob.dev/v1alpha1")
+        )
+        template = _template("2s")
+        template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+        body = {
+            "apiVersion": api,
+            "kind": kind,
+            "metadata": {
+                "name": f"{arm}-partial",
+                "labels": {QUEUE_LABEL: queues[arm]},
+                "annotations": annotation,
+            },
+            "spec": {"parallelism": 4, "completions": 4, "template": template},
+        }
+        k.run("create", "-f", "-", input=json.dumps(body))
+    with WorkloadLog(namespace) as log:
+        _wait_done(k, ("partial",), timeout=120)
+        wait_until(
+            lambda: all(
+                ("Finished", "True") in [t[:2] for t in log.of(f"{arm}-partial")] for arm in ARMS
+            ),
+            timeout=60,
+            what="both Workloads finished",
+        )
+    assert log.of("pj-partial") == log.of("job-partial")
+    counts = {}
+    for arm in ARMS:
+        [wl] = _workloads_of(k, f"{arm}-partial")
+        [assignment] = wl["status"]["admission"]["podSetAssignments"]
+        kind = "job" if arm == "job" else "pj"
+        status = k.json("get", kind, f"{arm}-partial")["status"]
+        counts[arm] = (assignment.get("count"), status.get("succeeded"), status.get("failed", 0))
+    assert counts["pj"] == counts["job"] == (2, 4, 0), counts
+
+
+@pytest.mark.warnings("Pending")
+def test_a_parallelcronjob_s_run_is_queued_as_its_template_says(
+    operator: Operator, k: Kubectl, queues: dict[str, str], namespace: str
+) -> None:
+    """A ParallelCronJob whose job template names the queue, triggered now: its run is
+    created suspended (the policy), queued as one Workload, admitted on the flavor and
+    completed; its Workload finished with it."""
+    cron = {
+        "apiVersion": "paralleljob.dev/v1alpha1",
+        "kind": "ParallelCronJob",
+        "metadata": {"name": "nightly", "annotations": {TRIGGER_ANNOTATION: "now"}},
+        "spec": {
+            "schedule": "0 0 1 1 *",
+            "jobTemplate": {
+                "metadata": {"labels": {QUEUE_LABEL: queues["pj"]}},
+                "spec": {"parallelism": 1, "completions": 1, "template": _template("2s")},
+            },
+        },
+    }
+    with WorkloadLog(namespace) as log:
+        k.run("create", "-f", "-", input=json.dumps(cron))
+        [run] = wait_until(
+            lambda: k.json("get", "pj")["items"] or None, timeout=60, what="the triggered run"
+        )
+        name = run["metadata"]["name"]
+        wait_until(lambda: _finished(k, "pj", name), timeout=120, what=f"{name} done")
+        wait_until(
+            lambda: ("Finished", "True") in [t[:2] for t in log.of(name)],
+            timeout=60,
+            what="its Workload finished",
+        )
+    assert [t[:2] for t in log.of(name)][:2] == [("QuotaReserved", "True"), ("Admitted", "True")]
+    assert _pod_placement(k, "pj", name) == [(json.dumps(KWOK_NODE), json.dumps([KWOK_TOLERATION]))]
