@@ -14,7 +14,8 @@ What is compared: each Workload's sequence of QuotaReserved, Admitted, Evicted a
 Finished transitions; the admitted flavor and count; the pods' node selector and
 tolerations; the jobs' final counts; and the order in which the jobs were admitted. The
 scenarios: quota full then freed, preemption by priority and re-admission, deletion
-while queued and while running, partial admission; and (the operator's arm alone) a
+while queued and while running, partial admission, parallelism raised while admitted;
+and (the operator's arm alone) a
 ParallelCronJob's run queued as its template says.
 """
 
@@ -464,3 +465,45 @@ def test_a_parallelcronjob_s_run_is_queued_as_its_template_says(
         )
     assert [t[:2] for t in log.of(name)][:2] == [("QuotaReserved", "True"), ("Admitted", "True")]
     assert _pod_placement(k, "pj", name) == [(json.dumps(KWOK_NODE), json.dumps([KWOK_TOLERATION]))]
+
+
+@pytest.mark.warnings("Pending")
+def test_parallelism_changed_while_admitted_as_a_job_s_is(
+    operator: Operator, k: Kubectl, queues: dict[str, str], namespace: str
+) -> None:
+    """Parallelism raised from 1 to 2 while the job runs admitted (pods of 500m, 1 CPU
+    of quota): as Kueue v0.17.0 does for a Job (no Workload slices: an alpha gate, off),
+    the Workload no longer matches the job; the job is stopped and its Workload
+    replaced by one of two pods, which is admitted; the job completes."""
+    for arm in ARMS:
+        kind, api = (
+            ("Job", "batch/v1") if arm == "job" else ("ParallelJob", "paralleljob.dev/v1alpha1")
+        )
+        template = _template("6s")
+        template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
+        body = {
+            "apiVersion": api,
+            "kind": kind,
+            "metadata": {"name": f"{arm}-scaled", "labels": {QUEUE_LABEL: queues[arm]}},
+            "spec": {"parallelism": 1, "completions": 4, "template": template},
+        }
+        k.run("create", "-f", "-", input=json.dumps(body))
+    with WorkloadLog(namespace) as log:
+        wait_until(
+            lambda: all(f"{arm}-scaled" in log.admitted for arm in ARMS),
+            timeout=60,
+            what="both admitted",
+        )
+        for arm in ARMS:
+            kind = "job" if arm == "job" else "pj"
+            k.run(
+                "patch", kind, f"{arm}-scaled", "--type=merge", "-p", '{"spec":{"parallelism":2}}'
+            )
+        _wait_done(k, ("scaled",), timeout=180)
+    assert log.of("pj-scaled") == log.of("job-scaled")
+    # Admitted twice: the Workload of one pod, then the one of two that replaced it.
+    assert [t[:2] for t in log.of("pj-scaled")].count(("Admitted", "True")) == 2
+    for arm in ARMS:
+        kind = "job" if arm == "job" else "pj"
+        status = k.json("get", kind, f"{arm}-scaled")["status"]
+        assert (status.get("succeeded"), status.get("failed", 0)) == (4, 0), (arm, status)
