@@ -507,3 +507,29 @@ def test_parallelism_changed_while_admitted_as_a_job_s_is(
         kind = "job" if arm == "job" else "pj"
         status = k.json("get", kind, f"{arm}-scaled")["status"]
         assert (status.get("succeeded"), status.get("failed", 0)) == (4, 0), (arm, status)
+
+
+@pytest.mark.warnings("Pending")
+def test_a_job_deleted_while_the_operator_is_down_leaves_no_quota_held(
+    operator: Operator, k: Kubectl, queues: dict[str, str], namespace: str
+) -> None:
+    """An admitted ParallelJob deleted while the operator is stopped: its Workload waits
+    on Kueue's finalizer, which Kueue leaves to the owner's reconciler; the operator,
+    started again, removes it, and the quota goes to the job queued behind."""
+    _create(k, "pj", "pj-held", queues["pj"], "600s")
+    _create(k, "pj", "pj-behind", queues["pj"], "2s")
+    wait_until(lambda: _workloads_of(k, "pj-behind"), timeout=60, what="pj-behind's Workload")
+    operator.stop()
+    k.run("delete", "pj", "pj-held", "--wait=false")
+    [held] = wait_until(
+        lambda: (
+            [w for w in _workloads_of(k, "pj-held") if w["metadata"].get("deletionTimestamp")]
+            or None
+        ),
+        timeout=60,
+        what="pj-held's Workload being deleted",
+    )
+    assert "kueue.x-k8s.io/resource-in-use" in held["metadata"]["finalizers"]
+    operator.start()
+    wait_until(lambda: not _workloads_of(k, "pj-held"), timeout=60, what="pj-held's Workload gone")
+    wait_until(lambda: _finished(k, "pj", "pj-behind"), timeout=120, what="pj-behind done")

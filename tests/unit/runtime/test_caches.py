@@ -19,6 +19,7 @@ from paralleljob.jobs.job_runtime import JobRuntime
 from paralleljob.runtime.caches import Caches
 from paralleljob.runtime.job_records import CachedJob
 from paralleljob.runtime.kube import Kube
+from paralleljob.runtime.kueue_cache import KueueCache
 from tests.unit.fake_api import Call, FakeApi, FakeRecorder
 
 JOB: dict[str, Any] = {
@@ -592,3 +593,58 @@ def test_a_takeover_hands_the_cron_subscriber_every_parallelcronjob_as_of_now() 
     assert set(subscriber.seen) == {"c-old", "c-new"}
     assert subscriber.deleted == ["c-old"]
     assert caches.cron_children.changed == subscriber.job_changed
+
+
+class KueueWoken:
+    """A Kueue subscriber that keeps the keys it is woken with."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def changed(self, key: str) -> None:
+        self.keys.append(key)
+
+
+def _workload(name: str, uid: str, owner: str) -> dict[str, Any]:
+    ref = {"apiVersion": c.API_VERSION, "kind": c.KIND, "name": owner, "uid": f"u-{owner}"}
+    return {"metadata": {"name": name, "namespace": "ns", "uid": uid, "ownerReferences": [ref]}}
+
+
+def test_a_takeover_wakes_the_kueue_subscriber_for_every_queued_job_and_workload() -> None:
+    """A standby's Kueue cache, filled before it leads: at the takeover every job that
+    owns a Workload (one made after the standby's watch last brought anything too: the
+    Kueue informers catch up like the jobs') and every queued job is handed over, so a
+    Workload whose job went while no replica led is released."""
+
+    async def run() -> list[str]:
+        etcd = Etcd()
+        jobs, pods, crons, workloads, flavors = (Server(etcd) for _ in range(5))
+        queued = _job("queued", "u-queued", "0")
+        queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "lq"}
+        jobs.put(queued)
+        jobs.put(_job("plain", "u-plain", "0"))
+        workloads.put(_workload("wl-gone", "w-gone", "gone"))
+        caches = Caches(cast(Kube, None), OperatorConfig(manage_jobs=MANAGE_JOBS_OFF), elected=True)
+        caches.kueue = KueueCache(cast(Kube, None), caches.scopes)
+        for informer, source in (
+            (caches.job_informers[PARALLELJOB.kind][0], jobs),
+            (caches.pod_informers[0], pods),
+            (caches.cron_informers[0], crons),
+            (caches.kueue.workload_informers[0], workloads),
+            (caches.kueue.flavor_informer, flavors),
+        ):
+            informer._source = source
+        caches.start()
+        servers = (jobs, pods, crons, workloads, flavors)
+        await asyncio.wait_for(asyncio.gather(*(s.idle.wait() for s in servers)), 5)
+        workloads.put(_workload("wl-late", "w-late", "late"))
+        subscriber = KueueWoken()
+        controller = Controller(
+            FakeApi(JOB), FakeRecorder(), ControllerConfig(), caches.pods.pods_of
+        )
+        await asyncio.wait_for(caches.attach({PARALLELJOB.kind: controller}, None, subscriber), 5)
+        await controller.stop_all()
+        await _stop(caches)
+        return subscriber.keys
+
+    assert sorted(set(asyncio.run(run()))) == ["ns/gone", "ns/late", "ns/queued"]
