@@ -49,6 +49,16 @@ def _env(name: str, default: N, *, minimum: N) -> N:
     return value
 
 
+def _env_bool(name: str, default: bool) -> bool:
+    """``true`` or ``false`` in environment variable ``name`` (``default`` if unset)."""
+    raw = os.environ.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw not in ("true", "false"):
+        raise ValueError(f"{name} must be true or false, got {raw!r}")
+    return raw == "true"
+
+
 def bind_address(raw: str, name: str) -> str:
     """The IP address in ``raw`` (setting ``name``), normalised (``::0`` is ``::``):
     what kube-controller-manager's ``--bind-address`` takes, no host name."""
@@ -111,6 +121,10 @@ class ControllerConfig:
     #: (``PJ_LIVENESS_STALL_SECONDS``): below the 5-minute expectations timeout, so that
     #: an unobserved pod change is reported before the loop gives up waiting for it.
     stall_seconds: float = 180.0
+    #: Whether Kueue's configuration turns waitForPodsReady on
+    #: (``PJ_KUEUE_WAIT_FOR_PODS_READY``): then a queued ParallelJob's Workload gets the
+    #: PodsReady condition, as Kueue's Job integration writes it only then.
+    kueue_wait_for_pods_ready: bool = False
     #: Budget of status writes per second, over all jobs, that only refresh the printed
     #: DURATION of running jobs (``PJ_DURATION_REFRESH_QPS``; 0: never refresh DURATION
     #: on its own; it is then written with the job's other changes only).
@@ -235,6 +249,9 @@ def controller_config_from_env() -> ControllerConfig:
         ),
         progress_write_qps=_env("PJ_PROGRESS_WRITE_QPS", loop.progress_write_qps, minimum=0.0),
         stall_seconds=_env("PJ_LIVENESS_STALL_SECONDS", loop.stall_seconds, minimum=1.0),
+        kueue_wait_for_pods_ready=_env_bool(
+            "PJ_KUEUE_WAIT_FOR_PODS_READY", loop.kueue_wait_for_pods_ready
+        ),
     )
 
 

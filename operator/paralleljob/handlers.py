@@ -127,6 +127,7 @@ async def startup(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
             caches.kueue,
             config.controller,
             monotonic=time.monotonic,
+            wait_for_pods_ready=config.controller.kueue_wait_for_pods_ready,
             # No job is judged gone before every job is listed.
             ready=caches.synced.jobs,
         )

@@ -156,6 +156,7 @@ def test_cli_rejects_bad_tuning(
         ("PJ_POD_BACKOFF_MAX_SECONDS", "x", "must be a number of seconds, got 'x'"),
         ("PJ_SYNC_BATCH_SECONDS", "-0.5", "must be at least 0, got '-0.5'"),
         ("PJ_LIVENESS_STALL_SECONDS", "0.5", "must be at least 1, got '0.5'"),
+        ("PJ_KUEUE_WAIT_FOR_PODS_READY", "yes", "must be true or false, got 'yes'"),
         ("PJ_API_CONCURRENCY", "0", "must be at least 1, got '0'"),
         ("PJ_API_CONCURRENCY", "1.5", "must be an integer, got '1.5'"),
         ("PJ_API_QPS", "-1", "must be at least 0, got '-1'"),
@@ -185,7 +186,9 @@ def test_tuning_knobs_keep_their_types_and_blank_means_default(
     monkeypatch.setenv("PJ_API_CONCURRENCY", " 8 ")
     monkeypatch.setenv("PJ_LIVENESS_STALL_SECONDS", "90")
     monkeypatch.setenv("PJ_SYNC_BATCH_SECONDS", "  ")
+    monkeypatch.setenv("PJ_KUEUE_WAIT_FOR_PODS_READY", " True ")
     config = parse_args([])
+    assert config.controller.kueue_wait_for_pods_ready is True
     assert config.api.concurrency == 8 and isinstance(config.api.concurrency, int)
     assert config.controller.stall_seconds == 90.0
     assert isinstance(config.controller.stall_seconds, float)
