@@ -146,7 +146,9 @@ for arm in "${arms[@]}"; do
   columns+=("$arm=$report_dir/$arm")
 done
 # A ParallelJob queued by Kueue while it is here: pod by pod (plain-pod integration), and
-# as one Workload beside a Job (the operator's Workload controller, Kueue's Job integration).
+# as one Workload beside a Job (the operator's Workload controller, Kueue's Job integration),
+# whose Jobs the built-in controller runs as the cluster had it.
+set_job_controller "$initial_job_controller"
 log "kueue: ParallelJobs queued by Kueue (tests/e2e/test_kueue.py, test_kueue_workload.py)"
 "$REPO_ROOT/.venv/bin/pytest" -p no:cacheprovider -q "$REPO_ROOT/tests/e2e/test_kueue.py" \
   "$REPO_ROOT/tests/e2e/test_kueue_workload.py" >"$report_dir/paralleljob.log" 2>&1 || failed=1

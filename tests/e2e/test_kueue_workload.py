@@ -14,7 +14,8 @@ What is compared: each Workload's sequence of QuotaReserved, Admitted, Evicted a
 Finished transitions; the admitted flavor and count; the pods' node selector and
 tolerations; the jobs' final counts; and the order in which the jobs were admitted. The
 scenarios: quota full then freed, preemption by priority and re-admission, deletion
-while queued and while running, partial admission, parallelism raised while admitted;
+while queued and while running, partial admission, quota freed as pods finish,
+parallelism raised while admitted;
 and (the operator's arm alone) a
 ParallelCronJob's run queued as its template says.
 """
@@ -152,6 +153,10 @@ class WorkloadLog(Background):
     transitions: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)
     admitted: list[str] = field(default_factory=list)
     flavors: dict[str, set[str]] = field(default_factory=dict)
+    #: Every transition of every owner's Workloads, in the order seen.
+    sequence: list[tuple[str, str, str]] = field(default_factory=list)
+    #: The most pods each owner's Workloads reported reclaimable.
+    reclaimable: dict[str, int] = field(default_factory=dict)
     _seen: dict[str, dict[str, str]] = field(default_factory=dict)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -179,8 +184,14 @@ class WorkloadLog(Background):
                     self.transitions.setdefault(owner, []).append(
                         (ctype, status, cond.get("reason", ""))
                     )
+                    self.sequence.append((owner, ctype, status))
                     if (ctype, status) == ("Admitted", "True") and owner not in self.admitted:
                         self.admitted.append(owner)
+            reclaimable = sum(
+                int(r.get("count", 0))
+                for r in (wl.get("status") or {}).get("reclaimablePods") or []
+            )
+            self.reclaimable[owner] = max(self.reclaimable.get(owner, 0), reclaimable)
             for assignment in ((wl.get("status") or {}).get("admission") or {}).get(
                 "podSetAssignments"
             ) or []:
@@ -211,13 +222,30 @@ def _template(duration: str) -> dict[str, Any]:
     }
 
 
-def _create(k: Kubectl, arm: str, name: str, queue: str, duration: str, **labels: str) -> None:
+def _create(
+    k: Kubectl,
+    arm: str,
+    name: str,
+    queue: str,
+    duration: str,
+    *,
+    parallelism: int = 1,
+    completions: int = 1,
+    cpu: str = "1",
+    annotations: dict[str, str] | None = None,
+    labels: dict[str, str] | None = None,
+) -> None:
+    """A Job (arm ``job``) or a ParallelJob (``pj``) for ``queue``, its pods of ``cpu``."""
     kind, api = ("Job", "batch/v1") if arm == "job" else ("ParallelJob", "paralleljob.dev/v1alpha1")
+    template = _template(duration)
+    template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = cpu
+    meta = {"name": name, "labels": {QUEUE_LABEL: queue, **(labels or {})}}
+    spec = {"parallelism": parallelism, "completions": completions, "template": template}
     body = {
         "apiVersion": api,
         "kind": kind,
-        "metadata": {"name": name, "labels": {QUEUE_LABEL: queue, **labels}},
-        "spec": {"parallelism": 1, "completions": 1, "template": _template(duration)},
+        "metadata": {**meta, "annotations": dict(annotations or {})},
+        "spec": spec,
     }
     k.run("create", "-f", "-", input=json.dumps(body))
 
@@ -302,18 +330,16 @@ def test_preempted_by_a_higher_priority_then_admitted_again_as_a_job_is(
     the low one is admitted again and completes."""
     with WorkloadLog(namespace) as log:
         for arm in ARMS:
-            _create(
-                k, arm, f"{arm}-low", queues[arm], "20s", **{PRIORITY_LABEL: f"low-{namespace}"}
-            )
+            low = {PRIORITY_LABEL: f"low-{namespace}"}
+            _create(k, arm, f"{arm}-low", queues[arm], "20s", labels=low)
         wait_until(
             lambda: all(f"{arm}-low" in log.admitted for arm in ARMS),
             timeout=60,
             what="both low-priority jobs admitted",
         )
         for arm in ARMS:
-            _create(
-                k, arm, f"{arm}-high", queues[arm], "2s", **{PRIORITY_LABEL: f"high-{namespace}"}
-            )
+            high = {PRIORITY_LABEL: f"high-{namespace}"}
+            _create(k, arm, f"{arm}-high", queues[arm], "2s", labels=high)
         _wait_done(k, ("high", "low"), timeout=180)
         wait_until(
             lambda: all(
@@ -327,8 +353,8 @@ def test_preempted_by_a_higher_priority_then_admitted_again_as_a_job_is(
         assert ours == oracle, (which, oracle, ours)
     assert ("Evicted", "True", "Preempted") in log.of("pj-low")
     for arm in ARMS:
-        low = _finished(k, arm, f"{arm}-low")
-        assert low is not None and low.get("succeeded") == 1, low
+        done = _finished(k, arm, f"{arm}-low")
+        assert done is not None and done.get("succeeded") == 1, done
 
 
 def _workloads_of(k: Kubectl, owner: str) -> list[dict[str, Any]]:
@@ -396,22 +422,10 @@ def test_partially_admitted_with_the_count_the_quota_allows_as_a_job_is(
     all four completions done."""
     annotation = {"kueue.x-k8s.io/job-min-parallelism": "1"}
     for arm in ARMS:
-        kind, api = (
-            ("Job", "batch/v1") if arm == "job" else ("ParallelJob", "paralleljob.dev/v1alpha1")
-        )
-        template = _template("2s")
-        template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
-        body = {
-            "apiVersion": api,
-            "kind": kind,
-            "metadata": {
-                "name": f"{arm}-partial",
-                "labels": {QUEUE_LABEL: queues[arm]},
-                "annotations": annotation,
-            },
-            "spec": {"parallelism": 4, "completions": 4, "template": template},
-        }
-        k.run("create", "-f", "-", input=json.dumps(body))
+        _create(
+            k, arm, f"{arm}-partial", queues[arm], "2s",
+            parallelism=4, completions=4, cpu="500m", annotations=annotation,
+        )  # fmt: skip
     with WorkloadLog(namespace) as log:
         _wait_done(k, ("partial",), timeout=120)
         wait_until(
@@ -476,18 +490,7 @@ def test_parallelism_changed_while_admitted_as_a_job_s_is(
     the Workload no longer matches the job; the job is stopped and its Workload
     replaced by one of two pods, which is admitted; the job completes."""
     for arm in ARMS:
-        kind, api = (
-            ("Job", "batch/v1") if arm == "job" else ("ParallelJob", "paralleljob.dev/v1alpha1")
-        )
-        template = _template("6s")
-        template["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "500m"
-        body = {
-            "apiVersion": api,
-            "kind": kind,
-            "metadata": {"name": f"{arm}-scaled", "labels": {QUEUE_LABEL: queues[arm]}},
-            "spec": {"parallelism": 1, "completions": 4, "template": template},
-        }
-        k.run("create", "-f", "-", input=json.dumps(body))
+        _create(k, arm, f"{arm}-scaled", queues[arm], "6s", completions=4, cpu="500m")
     with WorkloadLog(namespace) as log:
         wait_until(
             lambda: all(f"{arm}-scaled" in log.admitted for arm in ARMS),
@@ -533,3 +536,33 @@ def test_a_job_deleted_while_the_operator_is_down_leaves_no_quota_held(
     operator.start()
     wait_until(lambda: not _workloads_of(k, "pj-held"), timeout=60, what="pj-held's Workload gone")
     wait_until(lambda: _finished(k, "pj", "pj-behind"), timeout=120, what="pj-behind done")
+
+
+@pytest.mark.warnings("Pending")
+def test_quota_frees_as_pods_finish_as_a_job_s_does(
+    operator: Operator, k: Kubectl, queues: dict[str, str], namespace: str
+) -> None:
+    """Two pods of 500m at a time for three completions fill the queue's 1 CPU; once two
+    have succeeded one pod's worth is reclaimable (one completion left for two slots),
+    and a job of one 500m pod queued behind is admitted before the first one ends."""
+    with WorkloadLog(namespace) as log:
+        for arm in ARMS:
+            draining = (f"{arm}-draining", queues[arm], "8s")
+            _create(k, arm, *draining, parallelism=2, completions=3, cpu="500m")
+            _create(k, arm, f"{arm}-behind", queues[arm], "2s", cpu="500m")
+        _wait_done(k, ("draining", "behind"), timeout=180)
+        wait_until(
+            lambda: all(
+                ("Finished", "True") in [t[:2] for t in log.of(f"{arm}-draining")] for arm in ARMS
+            ),
+            timeout=60,
+            what="both Workloads finished",
+        )
+    assert log.reclaimable["pj-draining"] == log.reclaimable["job-draining"] == 1, log.reclaimable
+    for arm in ARMS:
+        order = [(o, t, st) for o, t, st in log.sequence if o.startswith(arm)]
+        admitted_behind = order.index((f"{arm}-behind", "Admitted", "True"))
+        finished_draining = order.index((f"{arm}-draining", "Finished", "True"))
+        assert admitted_behind < finished_draining, (arm, order)
+    assert log.of("pj-draining") == log.of("job-draining")
+    assert log.of("pj-behind") == log.of("job-behind")
