@@ -25,8 +25,9 @@ MARKER = "warnings"
 #: whose graph has not seen the binding yet ("scheduled on a different node"): it retries,
 #: and the pod starts a moment later.
 #: KEDA's ScaledJob controller, when the test deletes its ScaledJob while it creates a
-#: Job, has its request's context cancelled before the request leaves: nothing was
-#: refused (a refusal, RBAC's or the API server's, still fails the test).
+#: Job, has its request's context cancelled, before the request leaves (its rate
+#: limiter's wait) or while it is in flight (the POST): nothing was refused (a refusal,
+#: RBAC's or the API server's, still fails the test).
 TOLERATED: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("Unhealthy", re.compile(r"Readiness probe failed: .*", re.S)),
     (
@@ -34,6 +35,13 @@ TOLERATED: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"Failed to create job \S+: client rate limiter Wait returned an error: "
             r"context canceled"
+        ),
+    ),
+    (
+        "KEDAJobCreateFailed",
+        re.compile(
+            r'Failed to create job \S+: Post "https://[^"\s]+/apis/batch/v1/namespaces/'
+            r'[a-z0-9-]+/jobs": context canceled'
         ),
     ),
     (

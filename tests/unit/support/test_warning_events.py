@@ -122,6 +122,10 @@ def test_keda_cancelling_its_own_job_create_on_teardown_is_tolerated() -> None:
         "Failed to create job workqueue-scaledjob-: client rate limiter Wait returned an "
         "error: context canceled"
     )
+    in_flight = (
+        "Failed to create job workqueue-scaledjob-: Post "
+        '"https://10.96.0.1:443/apis/batch/v1/namespaces/pj-test-6756596f/jobs": context canceled'
+    )
     refused = 'Failed to create job workqueue-scaledjob-: jobs.batch is forbidden: User "x"'
-    events = {"items": [failed(cancelled), failed(refused)]}
+    events = {"items": [failed(cancelled), failed(in_flight), failed(refused)]}
     assert [w.message for w in unexpected_warnings(events, ())] == [refused]
