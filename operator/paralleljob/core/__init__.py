@@ -88,6 +88,7 @@ from .kueue.workload_model import (
     parse_workload,
 )
 from .kueue.workload_sync import (
+    PRIORITY_MISSING,
     Action,
     CreateWorkload,
     DeleteWorkload,
@@ -130,6 +131,7 @@ __all__ = [
     "POD_PRIORITY_CLASS",
     "POD_REPLACEMENT_FAILED",
     "PRIORITY_CLASS_LABEL",
+    "PRIORITY_MISSING",
     "QUEUE_LABEL",
     "RESOURCE_FLAVOR_PLURAL",
     "RESOURCE_IN_USE_FINALIZER",

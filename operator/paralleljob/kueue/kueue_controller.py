@@ -14,9 +14,10 @@ version before its own write), and a sync that wrote runs again at once, as Kueu
 reconciler runs again on the events of its own writes.
 
 What the cache cannot tell is read live: a job with Workloads but not in the cache (it
-lost its queue label, or is gone), and the job's priority (its WorkloadPriorityClass,
-the template's PriorityClass or the cluster's global default), as Kueue's
-``ExtractPriority`` reads them.
+lost its queue label, or is gone), and, when the decision needs it (a Workload to create
+or reprioritize), the job's priority (its WorkloadPriorityClass, the template's
+PriorityClass or the cluster's global default), as Kueue's ``ExtractPriority`` reads
+them.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ..config import ControllerConfig
 from ..core import (
     POD_PRIORITY_CLASS,
     PRIORITY_CLASS_LABEL,
+    PRIORITY_MISSING,
     RESOURCE_IN_USE_FINALIZER,
     WORKLOAD_PRIORITY_CLASS,
     Action,
@@ -104,17 +106,17 @@ class KueueController:
         if known is None:
             known = await self._read_live(key)
         job, version = known if known is not None else (None, "")
-        priority = await self._priority(job) if job is not None and job.queue_name else None
-        plan = plan_workload_sync(
-            KueueInput(
-                job=job,
-                workloads=workloads,
-                flavors=self.cache.flavors(),
-                now=self.now(),
-                priority=priority,
-                wait_for_pods_ready=self.wait_for_pods_ready,
-            )
+        inp = KueueInput(
+            job=job,
+            workloads=workloads,
+            flavors=self.cache.flavors(),
+            now=self.now(),
+            wait_for_pods_ready=self.wait_for_pods_ready,
         )
+        plan = plan_workload_sync(inp)
+        if plan is not None and plan.error == PRIORITY_MISSING and job is not None:
+            # Only a Workload's creation or a change of its priority reads the classes.
+            plan = plan_workload_sync(replace(inp, priority=await self._priority(job)))
         if plan is None:
             return None
         ref = _ref(job, key)

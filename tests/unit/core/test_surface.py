@@ -104,6 +104,7 @@ SURFACE = {
     # A queued ParallelJob's Workload sync (workload_sync.py), its actions, and the
     # values and paths of Kueue's objects it reads (podsets.py, workload_model.py).
     "plan_workload_sync",
+    "PRIORITY_MISSING",
     "KueueInput",
     "Action",
     "CreateWorkload",

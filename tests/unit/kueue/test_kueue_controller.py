@@ -232,6 +232,8 @@ def test_a_queued_job_gets_one_workload_with_its_priority() -> None:
     # Its answer is kept: the next sync (before any watch event) creates nothing.
     assert h.sync() is None
     assert h.api.calls.count("create_workload") == 1
+    # The class is read for the Workload's creation only, not at every sync.
+    assert h.api.calls.count("get_workload_priority_class") == 1
 
 
 def test_no_workload_while_the_priority_class_is_missing() -> None:

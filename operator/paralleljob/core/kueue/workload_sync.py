@@ -105,6 +105,9 @@ STOP_NOT_ADMITTED: Final = "NotAdmitted"
 FINISHED_SUCCEEDED: Final = "Succeeded"
 FINISHED_FAILED: Final = "Failed"
 FINISHED_FAILED_TO_START: Final = "FailedToStart"
+#: The plan's error when it needs the job's priority and KueueInput has none: the shell
+#: resolves the priority (API reads) only then, and plans again.
+PRIORITY_MISSING: Final = "the job's priority class is missing"
 #: The eviction reasons that requeue at once (Requeued=True).
 _REQUEUE_AT_ONCE: Final = ("Preempted", "NodeFailures")
 # generatePodsReadyCondition's reasons and messages.
@@ -126,8 +129,9 @@ class KueueInput:
     #: The ResourceFlavors, by name.
     flavors: Mapping[str, ResourceFlavor]
     now: datetime
-    #: The job's priority as resolved by the shell; None when its class is missing
-    #: (then no Workload is created or reprioritized, and the sync is retried).
+    #: The job's priority as resolved by the shell; None when its class is missing or it
+    #: is not resolved yet: then no Workload is created or reprioritized, and the plan
+    #: ends with PRIORITY_MISSING.
     priority: Priority | None = None
     #: Whether Kueue's configuration sets waitForPodsReady (step j).
     wait_for_pods_ready: bool = False
@@ -335,7 +339,7 @@ def _rewrite(inp: KueueInput, job: QueuedJob, wl: Workload, plan: _Plan) -> _Fou
     """updateWorkloadToMatchJob: a suspended job's unreserved Workload takes the job's
     spec (keeping spec.active), instead of being replaced."""
     if inp.priority is None:
-        return "the job's priority class is missing"
+        return PRIORITY_MISSING
     spec = workload_spec(job, inp.priority, wl.active)
     message = f"Updated not matching Workload for suspended job: {wl.key}"
     plan.actions.append(
@@ -359,7 +363,7 @@ def _follow_priority(inp: KueueInput, job: QueuedJob, wl: Workload, plan: _Plan)
     if not by_label or job.labels.get(PRIORITY_CLASS_LABEL, "") == (ref.name if ref else ""):
         return _Found(wl)
     if inp.priority is None:
-        return "the job's priority class is missing"
+        return PRIORITY_MISSING
     spec = {k: v for k, v in workload_spec(job, inp.priority).items() if k.startswith("priority")}
     message = f"Updated workload priority class: {wl.key}"
     plan.actions.append(
@@ -378,7 +382,7 @@ def _create(inp: KueueInput, job: QueuedJob, plan: _Plan) -> WorkloadPlan:
     if job.is_active:
         return plan.done()
     if inp.priority is None:
-        return plan.done("the job's priority class is missing")
+        return plan.done(PRIORITY_MISSING)
     name = workload_name(job.name, job.uid)
     event = Event(NORMAL, REASON_CREATED_WORKLOAD, f"Created Workload: {job.namespace}/{name}")
     plan.actions.append(CreateWorkload(new_workload(job, inp.priority), event))
