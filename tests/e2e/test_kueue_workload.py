@@ -204,6 +204,15 @@ class WorkloadLog(Background):
             return list(self.transitions.get(owner, []))
 
 
+def _wait_finished(log: WorkloadLog, *owners: str) -> None:
+    """Until each owner's Workload has been seen Finished."""
+    wait_until(
+        lambda: all(("Finished", "True") in [t[:2] for t in log.of(o)] for o in owners),
+        timeout=60,
+        what=f"the Workloads of {', '.join(owners)} finished",
+    )
+
+
 def _template(duration: str) -> dict[str, Any]:
     """A kwok pod of 1 CPU that names no node: the flavor places it."""
     return {
@@ -295,13 +304,7 @@ def test_queued_while_the_quota_is_full_then_admitted_as_a_job_is(
             _create(k, arm, f"{arm}-first", queues[arm], "6s")
             _create(k, arm, f"{arm}-second", queues[arm], "2s")
         _wait_done(k, ("first", "second"), timeout=120)
-        wait_until(
-            lambda: all(
-                ("Finished", "True") in [t[:2] for t in log.of(f"{arm}-second")] for arm in ARMS
-            ),
-            timeout=60,
-            what="every Workload finished",
-        )
+        _wait_finished(log, *(f"{arm}-second" for arm in ARMS))
     for arm in ARMS:
         assert [o for o in log.admitted if o.startswith(arm)] == [f"{arm}-first", f"{arm}-second"]
     for which in ("first", "second"):
@@ -341,13 +344,7 @@ def test_preempted_by_a_higher_priority_then_admitted_again_as_a_job_is(
             high = {PRIORITY_LABEL: f"high-{namespace}"}
             _create(k, arm, f"{arm}-high", queues[arm], "2s", labels=high)
         _wait_done(k, ("high", "low"), timeout=180)
-        wait_until(
-            lambda: all(
-                ("Finished", "True") in [t[:2] for t in log.of(f"{arm}-low")] for arm in ARMS
-            ),
-            timeout=60,
-            what="every Workload finished",
-        )
+        _wait_finished(log, *(f"{arm}-low" for arm in ARMS))
     for which in ("low", "high"):
         oracle, ours = log.of(f"job-{which}"), log.of(f"pj-{which}")
         assert ours == oracle, (which, oracle, ours)
@@ -428,13 +425,7 @@ def test_partially_admitted_with_the_count_the_quota_allows_as_a_job_is(
         )  # fmt: skip
     with WorkloadLog(namespace) as log:
         _wait_done(k, ("partial",), timeout=120)
-        wait_until(
-            lambda: all(
-                ("Finished", "True") in [t[:2] for t in log.of(f"{arm}-partial")] for arm in ARMS
-            ),
-            timeout=60,
-            what="both Workloads finished",
-        )
+        _wait_finished(log, *(f"{arm}-partial" for arm in ARMS))
     assert log.of("pj-partial") == log.of("job-partial")
     counts = {}
     for arm in ARMS:
@@ -472,11 +463,7 @@ def test_a_parallelcronjob_s_run_is_queued_as_its_template_says(
         )
         name = run["metadata"]["name"]
         wait_until(lambda: _finished(k, "pj", name), timeout=120, what=f"{name} done")
-        wait_until(
-            lambda: ("Finished", "True") in [t[:2] for t in log.of(name)],
-            timeout=60,
-            what="its Workload finished",
-        )
+        _wait_finished(log, name)
     assert [t[:2] for t in log.of(name)][:2] == [("QuotaReserved", "True"), ("Admitted", "True")]
     assert _pod_placement(k, "pj", name) == [(json.dumps(KWOK_NODE), json.dumps([KWOK_TOLERATION]))]
 
@@ -551,13 +538,7 @@ def test_quota_frees_as_pods_finish_as_a_job_s_does(
             _create(k, arm, *draining, parallelism=2, completions=3, cpu="500m")
             _create(k, arm, f"{arm}-behind", queues[arm], "2s", cpu="500m")
         _wait_done(k, ("draining", "behind"), timeout=180)
-        wait_until(
-            lambda: all(
-                ("Finished", "True") in [t[:2] for t in log.of(f"{arm}-draining")] for arm in ARMS
-            ),
-            timeout=60,
-            what="both Workloads finished",
-        )
+        _wait_finished(log, *(f"{arm}-draining" for arm in ARMS))
     assert log.reclaimable["pj-draining"] == log.reclaimable["job-draining"] == 1, log.reclaimable
     for arm in ARMS:
         order = [(o, t, st) for o, t, st in log.sequence if o.startswith(arm)]
