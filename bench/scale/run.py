@@ -134,13 +134,14 @@ def _job_type(index: int, level: Level, crd: resources.CustomResource) -> JobTyp
 def seed(level: Level, options: Options, now: datetime) -> Seeded:
     """The store with the namespaces, the CRD, and the level's running jobs and pods,
     its history compacted (as if they had been there long before)."""
-    crd = resources.load_crd()
-    store = Store([*resources.builtin_kinds(), *crd.kinds])
+    crd, cron = resources.load_crd(), resources.load_crd(resources.CRON_CRD_FILE)
+    store = Store([*resources.builtin_kinds(), *crd.kinds, *cron.kinds])
     namespaces = [f"{NAMESPACE_PREFIX}{i:02d}" for i in range(options.namespaces)]
     for name in [*namespaces, SYSTEM_NAMESPACE, "default"]:
         store.create(resources.NAMESPACE, "", {"metadata": {"name": name}})
-    definition = {**crd.definition, "status": resources.crd_status(crd.definition)}
-    store.create(resources.CRD, "", definition)
+    for defined in (crd, cron):
+        definition = {**defined.definition, "status": resources.crd_status(defined.definition)}
+        store.create(resources.CRD, "", definition)
     jobs, pod_bytes, job_bytes = [], 0, 0
     for i in range(level.jobs):
         job_type = _job_type(i, level, crd)

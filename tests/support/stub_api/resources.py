@@ -1,8 +1,8 @@
 """The resources the stub serves and the discovery documents that describe them: the
 core pods, events and namespaces, batch/v1 Jobs, coordination.k8s.io Leases, the CRDs
-(kopf watches them) and the ParallelJob resource as the CRD in ``crds/`` defines it (its
-group, served versions, names and subresources read from the file, so that a change of
-the CRD needs no change here)."""
+(kopf watches them) and the ParallelJob and ParallelCronJob resources as the CRDs in
+``crds/`` define them (their group, served versions, names and subresources read from
+the file, so that a change of a CRD needs no change here)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ from .store import Json, Kind
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 CRD_FILE = REPO_ROOT / "crds" / "paralleljob.dev_paralleljobs.yaml"
+#: The ParallelCronJob CRD: served so that the operator's cron informers list (none).
+CRON_CRD_FILE = REPO_ROOT / "crds" / "paralleljob.dev_parallelcronjobs.yaml"
 
 #: What kube-apiserver v1.37 says its verbs are, by kind of resource.
 _ALL_VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]

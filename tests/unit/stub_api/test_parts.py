@@ -157,3 +157,12 @@ def test_every_job_synced_is_every_expected_job_written_once() -> None:
     recorder.status_written("b")
     assert recorder.all_synced.is_set() and called == ["synced"]
     assert recorder.status_writes["a"] == 2 and recorder.synced() == 2
+
+
+def test_a_job_written_before_it_was_expected_counts_as_synced() -> None:
+    recorder = Recorder(clock=lambda: 5.0)
+    recorder.status_written("a")
+    recorder.expect(["a", "b"])
+    assert recorder.synced() == 1 and not recorder.all_synced.is_set()
+    recorder.status_written("b")
+    assert recorder.all_synced.is_set() and recorder.synced_at == 5.0
