@@ -1,16 +1,20 @@
-"""The GC callback that freezes what a long full collection left (gc_pauses.py)."""
+"""The GC callback that freezes what a long full collection left, and the freezes of
+what a listing builds (gc_pauses.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections.abc import Callable
 
 import pytest
 
+from paralleljob.runtime import gc_pauses
 from paralleljob.runtime.gc_pauses import (
     DEFAULT_FULL_EVERY,
     FreezeAfterLongCollections,
     bound_full_collections,
+    freeze_until_quiet,
     next_full_every,
 )
 from paralleljob.runtime.metrics import ThreadTimes
@@ -146,3 +150,33 @@ def test_the_installed_callback_is_removed_again_with_the_thresholds() -> None:
     remove()
     assert installed not in gc.callbacks
     assert gc.get_threshold() == before
+
+
+def test_the_collector_runs_none_of_its_own_while_a_listing_is_frozen(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two listings overlapping (a restart's start and attach): off from the first one's
+    start, on again only when the last one ends."""
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc_pauses, "_freeze_survivors", lambda: frozen.append(gc.isenabled()))
+    looks = {"pods": 3, "jobs": 6}
+    seen: list[bool] = []
+
+    def busy(listing: str) -> Callable[[], bool]:
+        def look() -> bool:
+            seen.append(gc.isenabled())
+            looks[listing] -= 1
+            return looks[listing] > 0
+
+        return look
+
+    async def both() -> None:
+        await asyncio.gather(
+            freeze_until_quiet(busy("pods"), every=0.001),
+            freeze_until_quiet(busy("jobs"), every=0.001),
+        )
+
+    assert gc.isenabled()
+    asyncio.run(both())
+    assert gc.isenabled()
+    assert seen and not any(seen) and frozen and not any(frozen)
