@@ -81,6 +81,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "running operator's growth (default 0: none)",
     )
     add("--grow-rate", type=float, default=50.0, help="growth jobs created per second")
+    add(
+        "--grow-complete-after",
+        type=float,
+        help="the grown jobs' pods exit 0 this many seconds after they run; the growth "
+        "waits for every grown job Complete and reports CPU per pod lifecycle and per event",
+    )
     add("--note", default="", help="a paragraph for the results' notes")
     add("--out", type=Path, default=REPO_ROOT / "bench" / "results")
     add("--logs", type=Path, help="where the operator logs go (default: a temporary directory)")
@@ -116,6 +122,7 @@ async def run_all(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
             logs=logs,
             grow=0 if traced else args.grow,
             grow_rate=args.grow_rate,
+            complete_after=args.grow_complete_after,
         )
         mode = "traced" if traced else "plain"
         print(f"scale: {level.objects:,} objects ({level.jobs:,} jobs), {mode}", flush=True)
@@ -136,6 +143,12 @@ def summary_line(r: dict[str, Any]) -> str:
         f"RSS peak {r.get('rss_peak_mib')} MiB, "
         f"at rest {r.get('rss_steady_mib')} MiB, first pod p50 {probes.get('p50_ms')} ms"
         + (f", growth: longest pauses {grown.get('longest_ms')} ms" if grown else "")
+        + (
+            f", CPU per pod lifecycle {grown['cpu_ms_per_pod']} ms, per event "
+            f"{grown['cpu_ms_per_event']} ms"
+            if "cpu_ms_per_pod" in grown
+            else ""
+        )
     )
 
 

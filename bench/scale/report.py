@@ -217,7 +217,11 @@ GROWTH: list[Column] = [
     ("pods created", _value("pods_created")),
     ("created in", _value("created_s", " s")),
     ("pods created in", _value("pods_created_s", " s")),
+    ("every job Complete in", _value("complete_s", " s")),
     ("CPU", _value("cpu_s", " s")),
+    ("CPU per pod lifecycle", _value("cpu_ms_per_pod", " ms", 2)),
+    ("events", _value("events")),
+    ("CPU per event", _value("cpu_ms_per_event", " ms", 3)),
     (
         "RSS before → after",
         lambda _, g: (

@@ -23,6 +23,7 @@ import socket
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -35,7 +36,7 @@ from tests.support.stub_api import lease, objects, resources
 from tests.support.stub_api.apiserver import StubServer
 from tests.support.stub_api.objects import BATCH_JOB, JobSeed, JobType
 from tests.support.stub_api.record import Recorder
-from tests.support.stub_api.store import Store
+from tests.support.stub_api.store import Change, Kind, Store
 
 from .. import procstat
 from ..environment import config_env
@@ -94,6 +95,9 @@ class Options:
     grow: int = 0
     grow_rate: float = 50.0
     grow_timeout: float = 1200.0
+    #: Seconds after it runs that a grown job's pod exits 0 (None: they run on): the
+    #: growth then waits for every grown job Complete, a whole lifecycle per pod.
+    complete_after: float | None = None
 
 
 @dataclass
@@ -159,6 +163,11 @@ def seed(level: Level, options: Options, now: datetime) -> Seeded:
     store.compact()
     pods = level.jobs * level.pods_per_job
     return Seeded(store, crd, jobs, pod_bytes / max(pods, 1), job_bytes / max(level.jobs, 1))
+
+
+def _complete(job: dict[str, Any]) -> bool:
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions)
 
 
 # -- the operator process -------------------------------------------------------------------
@@ -506,15 +515,25 @@ class LevelRun:
 
     async def growth(self) -> dict[str, Any]:
         """Creates ``options.grow`` jobs at the growth rate, waits until the operator has
-        created every one of their pods (which the stub runs) and the settle time more;
-        the operator's longest pauses, CPU and RSS meanwhile."""
+        created every one of their pods (which the stub runs; with ``complete_after``,
+        until every one of the jobs is Complete) and the settle time more; the
+        operator's longest pauses, CPU and RSS meanwhile, and with ``complete_after`` its
+        CPU per pod's lifecycle and per event (a pod's or job's write)."""
         options, recorder, pods = self.options, self.recorder, self.level.pods_per_job
         before = await self.histograms(PAUSE_METRICS.values())
         start = procstat.sample(self.op.pid)
         started = time.monotonic()
         creations = recorder.pod_creations
+        changes = Counter[str]()
+
+        def count(kind: Kind, _: Change) -> None:
+            changes[kind.plural] += 1
+
+        self.seeded.store.observers.append(count)
+        grown: list[JobSeed] = []
         for i in range(options.grow):
-            self.create(self.new_job(f"grow-{i:05d}", i, pods))
+            grown.append(self.new_job(f"grow-{i:05d}", i, pods))
+            self.create(grown[-1])
             await asyncio.sleep(1 / options.grow_rate)
         created_s = time.monotonic() - started
         wanted = creations + options.grow * pods
@@ -522,7 +541,11 @@ class LevelRun:
         while recorder.pod_creations < wanted and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         pods_s = time.monotonic() - started
+        complete_s = None
+        if options.complete_after is not None:
+            complete_s = await self._grown_complete(grown, started, deadline)
         await asyncio.sleep(options.settle_seconds)  # the last pods run and their status lands
+        self.seeded.store.observers.remove(count)
         after = await self.histograms(PAUSE_METRICS.values())
         end = procstat.sample(self.op.pid)
         out: dict[str, Any] = {
@@ -537,13 +560,33 @@ class LevelRun:
                 if name in after
             },
         }
+        if options.complete_after is not None:
+            out["complete_s"] = complete_s
+            # Every write the operator's watches were sent an event of, and its own.
+            out["events"] = changes["pods"] + changes[self.seeded.crd.storage.plural]
         if start is not None and end is not None:
-            out["cpu_s"] = round(end.cpu_seconds - start.cpu_seconds, 2)
+            cpu = end.cpu_seconds - start.cpu_seconds
+            out["cpu_s"] = round(cpu, 2)
             out["rss_before_mib"] = _mib(start.rss_bytes)
             out["rss_after_mib"] = _mib(end.rss_bytes)
+            if complete_s is not None:
+                out["cpu_ms_per_pod"] = round(1000 * cpu / (options.grow * pods), 3)
+                out["cpu_ms_per_event"] = round(1000 * cpu / max(out["events"], 1), 3)
         if recorder.pod_creations < wanted:
             out["error"] = f"{wanted - recorder.pod_creations} pods not created in time"
         return out
+
+    async def _grown_complete(
+        self, grown: list[JobSeed], started: float, deadline: float
+    ) -> float | None:
+        """Seconds from ``started`` (the growth's start) until every grown job's stored
+        status says Complete (None: not by ``deadline``)."""
+        store, kind = self.seeded.store, self.seeded.crd.storage
+        waiting = {(j.namespace, j.name) for j in grown}
+        while waiting and time.monotonic() < deadline:
+            waiting = {key for key in waiting if not _complete(store.get(kind, *key).load())}
+            await asyncio.sleep(0.5)
+        return None if waiting else round(time.monotonic() - started, 1)
 
     def startup_figures(self) -> dict[str, Any]:
         """Until every job's status was written once (or the timeout: then how far it got)."""
@@ -618,6 +661,7 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
         recorder,
         bookmark_seconds=options.bookmark_seconds,
         run_pods_after=GROWTH_POD_START_SECONDS if options.grow else None,
+        succeed_pods_after=options.complete_after if options.grow else None,
     )
     await server.start()
     mode = "traced" if options.traced else "plain"

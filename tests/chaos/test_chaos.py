@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from paralleljob.core.cron.cron_model import TRIGGER_ANNOTATION
 from tests.e2e.conftest import Operator
 from tests.e2e.support import (
     Kubectl,
@@ -185,12 +186,13 @@ def test_a_parallelcronjob_deleted_while_the_operator_is_frozen_never_runs_again
     resumes from a version that is gone: a re-list, which no DELETED precedes). Thawed,
     its timer for the next minute fires before the re-list: the live read before the
     create finds the object gone, and the re-list drops it. No job is created again
-    (kopf's watch of the kind kept firing a deleted one until a restart)."""
+    (kopf's watch of the kind kept firing a deleted one until a restart). Its first run is
+    triggered (at once: no wait for a minute boundary) and shows the operator has it."""
     name = "gone-cron"
     body = {
         "apiVersion": "paralleljob.dev/v1alpha1",
         "kind": "ParallelCronJob",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "annotations": {TRIGGER_ANNOTATION: "first"}},
         "spec": {
             "schedule": "* * * * *",
             "jobTemplate": {
@@ -200,7 +202,7 @@ def test_a_parallelcronjob_deleted_while_the_operator_is_frozen_never_runs_again
         },
     }
     k.run("apply", "-f", "-", input=json.dumps(body))
-    wait_until(lambda: k.json("get", "pj", "-l", f"cron={name}")["items"], timeout=90, what="a run")
+    wait_until(lambda: k.json("get", "pj", "-l", f"cron={name}")["items"], timeout=30, what="a run")
     wait_until(lambda: 15 <= time.gmtime().tm_sec < 40, timeout=60, interval=0.5, what="mid-minute")
     created_before = _creates(operator, k.ns, name)
     operator.freeze()

@@ -34,7 +34,7 @@ from aiohttp import web
 
 from . import resources
 from .labels import SelectorError, parse
-from .objects import created_pod, running_status
+from .objects import created_pod, running_status, succeeded_status
 from .patch import merge_patch, strategic_merge_patch
 from .record import Listing, Recorder
 from .store import (
@@ -147,6 +147,7 @@ class StubServer:
         *,
         bookmark_seconds: float = BOOKMARK_SECONDS,
         run_pods_after: float | None = None,
+        succeed_pods_after: float | None = None,
     ) -> None:
         self.store = store
         self.recorder = recorder
@@ -154,6 +155,8 @@ class StubServer:
         #: Seconds after its creation a pod runs, ready, as a kubelet would start it
         #: (None: created pods stay as created; the seeded pods run already).
         self.run_pods_after = run_pods_after
+        #: Seconds after it runs a pod's container exits 0 (None: it runs on).
+        self.succeed_pods_after = succeed_pods_after
         self.kinds = store.kinds()
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -427,6 +430,19 @@ class StubServer:
 
         with contextlib.suppress(ApiStatus):  # deleted meanwhile
             self.store.update(resources.POD, namespace, name, running)
+            if self.succeed_pods_after is not None:
+                asyncio.get_running_loop().call_later(
+                    self.succeed_pods_after, self._succeed_pod, namespace, name
+                )
+
+    def _succeed_pod(self, namespace: str, name: str) -> None:
+        """A kubelet's status update: the pod's container exited 0."""
+
+        def succeeded(pod: Json) -> Json:
+            return {**pod, "status": succeeded_status(pod["status"], _rfc3339())}
+
+        with contextlib.suppress(ApiStatus):  # deleted meanwhile
+            self.store.update(resources.POD, namespace, name, succeeded)
 
     async def _write(self, verb: str, request: web.Request, target: Target) -> web.Response:
         body = await self._body(request)

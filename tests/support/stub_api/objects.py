@@ -386,6 +386,40 @@ def running_status(pod_name: str, spec: Json, started: str, node: int) -> Json:
     }
 
 
+def succeeded_status(running: Json, finished: str) -> Json:
+    """A running pod's status once its one container exited 0 (what kwok writes for a
+    pod whose container is done): Succeeded, no longer ready."""
+    conditions = [
+        {**c, "status": "False", "reason": "PodCompleted", "lastTransitionTime": finished}
+        if c["type"] in ("Ready", "ContainersReady")
+        else c
+        for c in running.get("conditions", [])
+    ]
+    containers = [
+        {
+            **c,
+            "ready": False,
+            "started": False,
+            "state": {
+                "terminated": {
+                    "exitCode": 0,
+                    "reason": "Completed",
+                    "startedAt": c["state"]["running"]["startedAt"],
+                    "finishedAt": finished,
+                    "containerID": c["containerID"],
+                }
+            },
+        }
+        for c in running.get("containerStatuses", [])
+    ]
+    return {
+        **running,
+        "phase": "Succeeded",
+        "conditions": conditions,
+        "containerStatuses": containers,
+    }
+
+
 def pod_body(job: JobSeed, name: str, uid: str, now: datetime, node: int) -> Json:
     """One of a running job's pods, Running and ready, as a LIST returns it."""
     created = timestamp(now - RUNNING_FOR)

@@ -75,7 +75,11 @@ def test_the_report_shows_a_growth_with_its_pauses_by_bucket() -> None:
             "created_s": 80.2,
             "pods_created": 20000,
             "pods_created_s": 81.0,
+            "complete_s": 95.0,
             "cpu_s": 40.5,
+            "cpu_ms_per_pod": 2.025,
+            "events": 100000,
+            "cpu_ms_per_event": 0.405,
             "rss_before_mib": 110.0,
             "rss_after_mib": 190.5,
             "longest_ms": {
@@ -88,6 +92,7 @@ def test_the_report_shows_a_growth_with_its_pauses_by_bucket() -> None:
     }
     rows = report._growth_rows([level, _level(600, 1.0)])
     assert rows[2:] == [
-        "| 1,000 | 4,000 at 50/s | 20,000 | 80.2 s | 81.0 s | 40.5 s | 110.0 MiB → 190.5 MiB "
+        "| 1,000 | 4,000 at 50/s | 20,000 | 80.2 s | 81.0 s | 95.0 s | 40.5 s | 2.02 ms "
+        "| 100,000 | 0.405 ms | 110.0 MiB → 190.5 MiB "
         "| 250-500 ms | 50-100 ms | 100-250 ms | 50-100 ms |"
     ]

@@ -254,6 +254,39 @@ def test_a_created_pod_runs_after_the_delay_given_as_a_kubelet_would_start_it() 
     asyncio.run(main())
 
 
+def test_a_running_pod_succeeds_after_the_delay_given_as_its_container_exits_0() -> None:
+    async def main() -> None:
+        store = seeded()
+        server = StubServer(store, Recorder(), run_pods_after=0.01, succeed_pods_after=0.01)
+        await server.start()
+        body = {"metadata": objects.pod_meta(JOB), "spec": objects.template(JOB)["spec"]}
+        try:
+            async with (
+                aiohttp.ClientSession(base_url=server.url) as session,
+                session.post("/api/v1/namespaces/ns/pods", json=body) as response,
+            ):
+                name = (await response.json())["metadata"]["name"]
+
+            def status() -> dict[str, Any]:
+                pod = json.loads(store.get(resources.POD, "ns", name).bare)
+                found: dict[str, Any] = pod["status"]
+                return found
+
+            deadline = asyncio.get_running_loop().time() + 5
+            while status().get("phase") != "Succeeded":
+                assert asyncio.get_running_loop().time() < deadline, "the pod never succeeded"
+                await asyncio.sleep(0.01)
+            [container] = status()["containerStatuses"]
+            assert container["state"]["terminated"]["exitCode"] == 0
+            assert container["ready"] is False
+            ready = {c["type"]: c["status"] for c in status()["conditions"]}
+            assert ready["Ready"] == "False" and ready["PodScheduled"] == "True"
+        finally:
+            await server.stop()
+
+    asyncio.run(main())
+
+
 def test_a_path_not_served_is_404_and_recorded() -> None:
     async def test(session: aiohttp.ClientSession, server: StubServer) -> None:
         status, body = await get(session, "/apis/kopf.dev/v1/kopfpeerings")
