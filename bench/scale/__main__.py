@@ -87,6 +87,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="the grown jobs' pods exit 0 this many seconds after they run; the growth "
         "waits for every grown job Complete and reports CPU per pod lifecycle and per event",
     )
+    add(
+        "--current-status",
+        action="store_true",
+        help="seed statuses that lack nothing (as a leader leaves them): every job synced "
+        "is then the operator's metrics' word (every job synced once, none pending), not "
+        "every job's status written once",
+    )
     add("--note", default="", help="a paragraph for the results' notes")
     add("--out", type=Path, default=REPO_ROOT / "bench" / "results")
     add("--logs", type=Path, help="where the operator logs go (default: a temporary directory)")
@@ -123,6 +130,7 @@ async def run_all(args: argparse.Namespace, logs: Path) -> list[dict[str, Any]]:
             grow=0 if traced else args.grow,
             grow_rate=args.grow_rate,
             complete_after=args.grow_complete_after,
+            current_status=args.current_status,
         )
         mode = "traced" if traced else "plain"
         print(f"scale: {level.objects:,} objects ({level.jobs:,} jobs), {mode}", flush=True)
@@ -170,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "python": platform.python_version(),
         "leader_elect": args.leader_elect or args.failover,
         "failover": args.failover,
+        "current_status": args.current_status,
         "note": args.note,
         "logs": str(logs),
         "levels": levels,

@@ -15,7 +15,8 @@ every job gets exactly one status write once the operator has synced it: a Paral
 generation is one ahead of its ``observedGeneration`` (its spec was edited since) and
 its ``ready`` count is missing; a batch/v1 Job's ``startTime`` and ``ready`` are missing.
 Both are written at once: a write that only reports progress (``ready`` alone) would wait
-for the operator's progress-write budget, some 10 writes a second.
+for the operator's progress-write budget, some 10 writes a second. A ``current`` job's
+status lacks nothing (what a leader leaves): synced, it needs no write.
 """
 
 from __future__ import annotations
@@ -200,9 +201,9 @@ def job_spec(job: JobSeed) -> Json:
     return spec
 
 
-def _stored_status(job: JobSeed, started: str) -> Json:
+def _stored_status(job: JobSeed, started: str, current: bool) -> Json:
     """What the operator wrote when it last synced the running job, less what it must
-    write again (see the module's docstring)."""
+    write again unless ``current`` (see the module's docstring)."""
     status: Json = {
         "active": job.pods,
         "terminating": 0,
@@ -210,14 +211,16 @@ def _stored_status(job: JobSeed, started: str) -> Json:
         "failed": 0,
         "uncountedTerminatedPods": {},
     }
+    if current:
+        status = {"startTime": started, **status, "ready": job.pods}
     if job.type.batch:
-        return status  # startTime and ready missing
+        return status  # unless current: startTime and ready missing
     return {
         "startTime": started,
         **status,
         "podFailureBackoff": {"failuresSinceLastSuccess": 0},
         "selector": f"{WATCH_LABEL}={job.uid}",
-        "observedGeneration": 1,
+        "observedGeneration": 2 if current else 1,
         "statusText": "Running",
         "completionsText": f"0/{job.pods}",
         "durationText": "10d",
@@ -226,9 +229,9 @@ def _stored_status(job: JobSeed, started: str) -> Json:
     }
 
 
-def job_body(job: JobSeed, now: datetime, running: bool = True) -> Json:
-    """A job: running for RUNNING_FOR with its status as the module says, or (not
-    ``running``) just created, with no status: a probe."""
+def job_body(job: JobSeed, now: datetime, running: bool = True, current: bool = False) -> Json:
+    """A job: running for RUNNING_FOR with its status as the module says (``current``:
+    nothing to write), or (not ``running``) just created, with no status: a probe."""
     created = timestamp(now - RUNNING_FOR if running else now)
     spec = job_spec(job)
     meta: Json = {
@@ -244,7 +247,7 @@ def job_body(job: JobSeed, now: datetime, running: bool = True) -> Json:
     body: Json = {"apiVersion": job.type.api_version, "kind": job.type.kind, "metadata": meta}
     body["spec"] = spec
     if running:
-        status = _stored_status(job, created)
+        status = _stored_status(job, created, current)
         meta["managedFields"].append(
             managed_entry(OPERATOR_MANAGER, created, fields_v1({"status": status}), "status")
         )

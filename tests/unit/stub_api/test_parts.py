@@ -115,6 +115,14 @@ def test_a_running_job_is_about_3_kb_and_its_status_lacks_what_must_be_written()
     assert job["spec"]["managedBy"] == objects.MANAGED_BY
 
 
+def test_a_current_job_s_status_lacks_nothing() -> None:
+    body = objects.job_body(seed(), NOW, current=True)
+    assert body["metadata"]["generation"] == body["status"]["observedGeneration"]
+    assert body["status"]["ready"] == 5
+    job = objects.job_body(seed(objects.BATCH_JOB), NOW, current=True)
+    assert job["status"]["startTime"] and job["status"]["ready"] == 5
+
+
 def test_a_probe_job_is_new_and_has_no_status() -> None:
     body = objects.job_body(seed(), NOW, running=False)
     assert "status" not in body
@@ -166,3 +174,14 @@ def test_a_job_written_before_it_was_expected_counts_as_synced() -> None:
     assert recorder.synced() == 1 and not recorder.all_synced.is_set()
     recorder.status_written("b")
     assert recorder.all_synced.is_set() and recorder.synced_at == 5.0
+
+
+def test_every_job_synced_can_be_marked_once_where_no_write_is_due() -> None:
+    recorder = Recorder(clock=lambda: 7.0)
+    called: list[str] = []
+    recorder.on_synced.append(lambda: called.append("synced"))
+    recorder.expect(["a", "b"])
+    recorder.mark_synced()
+    recorder.mark_synced()
+    recorder.status_written("a")
+    assert called == ["synced"] and recorder.synced() == 2 and recorder.synced_at == 7.0
