@@ -108,6 +108,7 @@ STARTUP: list[Column] = [
     ("pods listed", _value("wall_pods_listed_s", " s")),
     ("first status write", _value("wall_first_write_s", " s")),
     ("every job synced", lambda r, _: _synced_cell(r)),
+    ("a job created at the start: first pod", _value("restart_probe_first_pod_s", " s")),
     ("CPU until listed", _value("cpu_pods_listed_s", " s")),
     ("CPU until synced", _value("cpu_synced_s", " s")),
     ("RSS at sync", _value("rss_at_sync_mib", " MiB")),

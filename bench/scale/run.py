@@ -70,6 +70,8 @@ SYSTEM_NAMESPACE = "paralleljob-system"
 SAMPLE_SECONDS = 0.5
 #: How often ``--current-status`` reads the operator's metrics for every job synced.
 METRICS_SYNCED_SECONDS = 0.25
+#: The job created as the operator starts: it sorts after every seeded job (failover.py).
+RESTART_PROBE_NAME = "zz-restart-probe"
 #: Timeline points kept in the results (a 20-minute run samples 1,200).
 TIMELINE_POINTS = 150
 
@@ -368,6 +370,9 @@ class LevelRun:
     healthz: list[tuple[float, float, int]] = field(default_factory=list)
     #: The loop lag histogram when every job was synced, once steady, at the end.
     scrapes: dict[str, Histogram | None] = field(default_factory=dict)
+    #: The uid of the one-pod job created as the operator starts (a job created during
+    #: a restart), unless it fails over or is traced.
+    restart_probe: str | None = None
 
     def since_start(self, t: float | None) -> float | None:
         return round(t - self.op.started, 2) if t else None
@@ -640,6 +645,9 @@ class LevelRun:
             "rss_at_sync_mib": _mib(at_sync.rss_bytes) if at_sync else None,
             "hwm_at_sync_mib": _mib(at_sync.hwm_bytes) if at_sync else None,
             "status_writes_per_job_at_sync": _writes_per_job(recorder),
+            "restart_probe_first_pod_s": self.since_start(
+                recorder.first_pod_post.get(self.restart_probe or "")
+            ),
         }
 
     def traffic(self) -> dict[str, Any]:
@@ -709,6 +717,9 @@ async def run_level(level: Level, options: Options) -> dict[str, Any]:
     run = LevelRun(level, options, seeded, recorder, op, dump)
     recorder.on_synced.append(run.sampler("synced"))
     recorder.on_pods_listed.append(run.sampler("pods_listed"))
+    if not (options.failover or options.traced):
+        probe = run.new_job(RESTART_PROBE_NAME, options.namespaces - 1, 1)
+        run.restart_probe = run.create(probe)
     tasks = [asyncio.create_task(run.monitor()), asyncio.create_task(run.probe_healthz())]
     if options.current_status:
         tasks.append(asyncio.create_task(run.metrics_synced()))
