@@ -114,6 +114,8 @@ def clean_uncounted_pods_without_finalizers(
     status: JobStatus, with_finalizer: frozenset[str]
 ) -> JobStatus:
     """cleanUncountedPodsWithoutFinalizers: count the uncounted UIDs whose finalizer is gone."""
+    if not (status.uncounted_succeeded or status.uncounted_failed):
+        return status  # most syncs: nothing uncounted (replace alone was 7 % of a sync)
     keep_s = tuple(u for u in status.uncounted_succeeded if u in with_finalizer)
     keep_f = tuple(u for u in status.uncounted_failed if u in with_finalizer)
     return replace(
