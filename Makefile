@@ -20,12 +20,10 @@ help: ## List the targets
 prereqs: ## Install every Debian package a target needs (hack/prereqs.txt; idempotent)
 	@hack/install-prereqs.sh
 
-# --no-compile: a module is compiled when first imported, and most of the kubernetes
-# client never is (a fresh clone's install: 37 -> 24 s).
 $(VENV)/.installed: pyproject.toml requirements.lock VERSION
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip==26.3
-	$(VENV)/bin/pip install --quiet --no-compile -c requirements.lock -e '.[dev]'
+	$(VENV)/bin/pip install --quiet -c requirements.lock -e '.[dev]'
 	touch $@
 
 venv: $(VENV)/.installed ## Create .venv with the pinned Python dependencies
