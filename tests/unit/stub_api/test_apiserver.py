@@ -226,10 +226,13 @@ def test_a_created_pod_is_named_and_recorded_under_its_job() -> None:
     run(test)
 
 
-def test_a_created_pod_runs_after_the_delay_given_as_a_kubelet_would_start_it() -> None:
-    async def main() -> None:
+def _pod_reaching(phase: str, **delays: float) -> dict[str, Any]:
+    """A pod POSTed to a stub with the kubelet ``delays`` given, once its stored phase is
+    ``phase`` (within 5 s)."""
+
+    async def main() -> dict[str, Any]:
         store = seeded()
-        server = StubServer(store, Recorder(), run_pods_after=0.01)
+        server = StubServer(store, Recorder(), **delays)
         await server.start()
         body = {"metadata": objects.pod_meta(JOB), "spec": objects.template(JOB)["spec"]}
         try:
@@ -239,52 +242,33 @@ def test_a_created_pod_runs_after_the_delay_given_as_a_kubelet_would_start_it() 
             ):
                 name = (await response.json())["metadata"]["name"]
             deadline = asyncio.get_running_loop().time() + 5
-            while (
-                json.loads(store.get(resources.POD, "ns", name).bare)["status"].get("phase")
-                != "Running"
-            ):
-                assert asyncio.get_running_loop().time() < deadline, "the pod never ran"
+            while True:
+                pod: dict[str, Any] = json.loads(store.get(resources.POD, "ns", name).bare)
+                if pod["status"].get("phase") == phase:
+                    return pod
+                assert asyncio.get_running_loop().time() < deadline, (
+                    f"the pod never reached {phase}"
+                )
                 await asyncio.sleep(0.01)
-            pod = json.loads(store.get(resources.POD, "ns", name).bare)
-            assert pod["status"]["containerStatuses"][0]["ready"] is True
-            assert pod["spec"]["nodeName"]
         finally:
             await server.stop()
 
-    asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_a_created_pod_runs_after_the_delay_given_as_a_kubelet_would_start_it() -> None:
+    pod = _pod_reaching("Running", run_pods_after=0.01)
+    assert pod["status"]["containerStatuses"][0]["ready"] is True
+    assert pod["spec"]["nodeName"]
 
 
 def test_a_running_pod_succeeds_after_the_delay_given_as_its_container_exits_0() -> None:
-    async def main() -> None:
-        store = seeded()
-        server = StubServer(store, Recorder(), run_pods_after=0.01, succeed_pods_after=0.01)
-        await server.start()
-        body = {"metadata": objects.pod_meta(JOB), "spec": objects.template(JOB)["spec"]}
-        try:
-            async with (
-                aiohttp.ClientSession(base_url=server.url) as session,
-                session.post("/api/v1/namespaces/ns/pods", json=body) as response,
-            ):
-                name = (await response.json())["metadata"]["name"]
-
-            def status() -> dict[str, Any]:
-                pod = json.loads(store.get(resources.POD, "ns", name).bare)
-                found: dict[str, Any] = pod["status"]
-                return found
-
-            deadline = asyncio.get_running_loop().time() + 5
-            while status().get("phase") != "Succeeded":
-                assert asyncio.get_running_loop().time() < deadline, "the pod never succeeded"
-                await asyncio.sleep(0.01)
-            [container] = status()["containerStatuses"]
-            assert container["state"]["terminated"]["exitCode"] == 0
-            assert container["ready"] is False
-            ready = {c["type"]: c["status"] for c in status()["conditions"]}
-            assert ready["Ready"] == "False" and ready["PodScheduled"] == "True"
-        finally:
-            await server.stop()
-
-    asyncio.run(main())
+    status = _pod_reaching("Succeeded", run_pods_after=0.01, succeed_pods_after=0.01)["status"]
+    [container] = status["containerStatuses"]
+    assert container["state"]["terminated"]["exitCode"] == 0
+    assert container["ready"] is False
+    ready = {c["type"]: c["status"] for c in status["conditions"]}
+    assert ready["Ready"] == "False" and ready["PodScheduled"] == "True"
 
 
 def test_a_path_not_served_is_404_and_recorded() -> None:
