@@ -202,7 +202,9 @@ def test_a_parallelcronjob_deleted_while_the_operator_is_frozen_never_runs_again
         },
     }
     k.run("apply", "-f", "-", input=json.dumps(body))
-    wait_until(lambda: k.json("get", "pj", "-l", f"cron={name}")["items"], timeout=30, what="a run")
+    # The run's Event is logged after the job is created (a count read before it would
+    # see it come in later as a run of the deleted ParallelCronJob).
+    wait_until(lambda: _creates(operator, k.ns, name) >= 1, timeout=30, what="a run's Event")
     wait_until(lambda: 15 <= time.gmtime().tm_sec < 40, timeout=60, interval=0.5, what="mid-minute")
     created_before = _creates(operator, k.ns, name)
     operator.freeze()
