@@ -33,15 +33,9 @@ TOLERATED: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "KEDAJobCreateFailed",
         re.compile(
-            r"Failed to create job \S+: client rate limiter Wait returned an error: "
+            r"Failed to create job \S+: (client rate limiter Wait returned an error"
+            r'|Post "https://[^"\s]+/apis/batch/v1/namespaces/[a-z0-9-]+/jobs"): '
             r"context canceled"
-        ),
-    ),
-    (
-        "KEDAJobCreateFailed",
-        re.compile(
-            r'Failed to create job \S+: Post "https://[^"\s]+/apis/batch/v1/namespaces/'
-            r'[a-z0-9-]+/jobs": context canceled'
         ),
     ),
     (
