@@ -56,7 +56,7 @@ def _controller_uid(meta: JsonDict) -> str | None:
     return None
 
 
-def _condition_true(status: JsonDict, kind: str) -> bool:
+def condition_true(status: JsonDict, kind: str) -> bool:
     return any(
         c.get("type") == kind and c.get("status") == "True" for c in status.get("conditions") or []
     )
@@ -170,10 +170,10 @@ class Observer:
             self.all_ready += 1
         if record.succeeded is None and (status.get("succeeded") or 0) >= 1:
             record.succeeded = received
-        if record.complete is None and _condition_true(status, "Complete"):
+        if record.complete is None and condition_true(status, "Complete"):
             record.complete = received
             self.complete += 1
-        if record.failed is None and _condition_true(status, "Failed"):
+        if record.failed is None and condition_true(status, "Failed"):
             record.failed = received
             self.failed += 1
 

@@ -42,6 +42,7 @@ from .. import procstat
 from ..curve import operator_synced
 from ..environment import config_env
 from ..kube import ApiError, Credentials, Kube
+from ..observer import condition_true
 from ..promtext import (
     FULL_GC,
     FULL_GC_BLOCKED,
@@ -181,11 +182,6 @@ def seed(level: Level, options: Options, now: datetime) -> Seeded:
     store.compact()
     pods = level.jobs * level.pods_per_job
     return Seeded(store, crd, jobs, pod_bytes / max(pods, 1), job_bytes / max(level.jobs, 1))
-
-
-def _complete(job: dict[str, Any]) -> bool:
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Complete" and c.get("status") == "True" for c in conditions)
 
 
 # -- the operator process -------------------------------------------------------------------
@@ -618,7 +614,11 @@ class LevelRun:
         store, kind = self.seeded.store, self.seeded.crd.storage
         waiting = {(j.namespace, j.name) for j in grown}
         while waiting and time.monotonic() < deadline:
-            waiting = {key for key in waiting if not _complete(store.get(kind, *key).load())}
+            waiting = {
+                key
+                for key in waiting
+                if not condition_true(store.get(kind, *key).load().get("status") or {}, "Complete")
+            }
             await asyncio.sleep(0.5)
         return None if waiting else round(time.monotonic() - started, 1)
 
