@@ -19,6 +19,7 @@ from .cron.cron_model import (
     schedule_conditions,
 )
 from .cron.cron_sync import ChildJob, CronPlan, plan_cron_sync, record_created
+from .dataclass_evolve import evolve
 from .event import Event
 from .job.backoff import delay_seconds
 from .job.intervals import intervals_total, parse_indexes_from_string
@@ -182,6 +183,7 @@ __all__ = [
     "cron_path",
     "cron_status_to_dict",
     "delay_seconds",
+    "evolve",
     "held_by_another",
     "intervals_total",
     "is_finished",

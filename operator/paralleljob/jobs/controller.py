@@ -107,10 +107,11 @@ class Controller:
         return len(self.jobs) + len(self.left_alone)
 
     # -- watch events ------------------------------------------------------------------
-    def job_seen(self, body: Mapping[str, Any]) -> None:
+    def job_seen(self, body: Mapping[str, Any], *, template: str | None = None) -> None:
         """A watch event (or the initial listing) of an existing job: starts its loop, or
         hands the loop the newer version and wakes it unless the version is its own
-        status write. No finalizer is needed: deleting a job never waits for us."""
+        status write. No finalizer is needed: deleting a job never waits for us.
+        ``template``: the body's pod template as text, from a standby's record."""
         meta = body["metadata"]
         rt = self.jobs.get(meta["uid"])
         if rt is None:
@@ -118,7 +119,7 @@ class Controller:
             if not self.kind.reconciles(spec):
                 self._leave_alone(meta, spec)
                 return
-            rt = JobRuntime(body, self.clock.monotonic, self.kind)
+            rt = JobRuntime(body, self.clock.monotonic, self.kind, template=template)
             self.loops.start(rt)
             return
         rv = meta.get("resourceVersion")

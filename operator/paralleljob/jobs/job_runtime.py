@@ -17,15 +17,15 @@ import json
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..core import PARALLELJOB, Job, JobKind, JobStatus, parse_job, version_number
+from ..core import PARALLELJOB, Job, JobKind, JobStatus, evolve, parse_job, version_number
 from ..json_types import JsonDict
 from ..runtime.consistency import WrittenVersions
 from ..runtime.events import JobRef
-from ..runtime.metadata import compact_metadata
+from ..runtime.metadata import compact_metadata, template_text
 from ..runtime.retry import Retry
 from .expectations import UIDTrackingExpectations
 
@@ -33,10 +33,6 @@ from .expectations import UIDTrackingExpectations
 #: generation, resourceVersion, deletionTimestamp), the pods it builds (name, namespace,
 #: uid), the precondition of its writes (resourceVersion). Not kept: managedFields,
 #: labels, annotations (kubectl's last-applied-configuration), owner references.
-
-
-def _text(value: object) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def resource_version(value: object) -> int:
@@ -144,7 +140,11 @@ class JobRuntime:
         body: Mapping[str, Any],
         monotonic: Callable[[], float] = time.monotonic,
         kind: JobKind = PARALLELJOB,
+        *,
+        template: str | None = None,
     ) -> None:
+        """``template``: the body's pod template as template_text made it, when the
+        caller has it (a standby's record): kept as it is, not serialized again."""
         meta = body["metadata"]
         #: The job's kind: its API, its pods' keys and finalizer (core/job/kind.py).
         self.kind = kind
@@ -170,7 +170,7 @@ class JobRuntime:
         self._spec: Mapping[str, Any] | None = None
         self._template: str | None = None
         self._job: Job
-        self.body = body
+        self._keep(body, template)
 
     @property
     def ref(self) -> JobRef:
@@ -192,16 +192,21 @@ class JobRuntime:
 
     @body.setter
     def body(self, body: Mapping[str, Any]) -> None:
+        self._keep(body)
+
+    def _keep(self, body: Mapping[str, Any], template: str | None = None) -> None:
         """Keeps ``body``'s record and parses it (once per version kept); nothing else
         of ``body`` is held. A template is serialized once per generation of the job
-        (metadata.generation changes with every change of the spec)."""
+        (metadata.generation changes with every change of the spec), unless given."""
         meta = body.get("metadata") or {}
         generation = meta.get("generation")
         same_spec = generation is not None and generation == self._meta.get("generation")
         spec = body.get("spec")
         if isinstance(spec, Mapping) and "template" in spec:
-            if not same_spec or self._template is None:
-                self._template = _text(spec["template"])
+            if template is not None:
+                self._template = template
+            elif not same_spec or self._template is None:
+                self._template = template_text(spec["template"])
             spec = {key: value for key, value in spec.items() if key != "template"}
         else:
             self._template = None
@@ -230,8 +235,8 @@ class JobRuntime:
         if self.kind.stores_backoff:
             return job
         failures, last = self._backoff
-        status = replace(job.status, failures_since_success=failures, last_failure_time=last)
-        return replace(job, status=status)
+        status = evolve(job.status, failures_since_success=failures, last_failure_time=last)
+        return evolve(job, status=status)
 
     def written(self, status: JobStatus) -> None:
         """``status`` is the job's now (written, or already there): a kind whose status

@@ -23,9 +23,7 @@ pods are done, and they are released once the write lands.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from ..core import JobStatus
+from ..core import JobStatus, evolve
 
 
 def progress_only(current: JobStatus, wanted: JobStatus) -> bool:
@@ -34,7 +32,7 @@ def progress_only(current: JobStatus, wanted: JobStatus) -> bool:
     the printed text that follows them)."""
     if wanted == current:
         return False
-    progress = replace(
+    progress = evolve(
         wanted,
         active=current.active,
         ready=current.ready,

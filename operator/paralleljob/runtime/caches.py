@@ -303,7 +303,8 @@ class Caches:
             if kind.kind in self.controllers or not kind.reconciles(spec):
                 return CachedJob(uid)
             started = bool((body.get("status") or {}).get("startTime"))
-            return CachedJob(uid, job_record(body), new=not started)
+            record, template = job_record(body)
+            return CachedJob(uid, record, template, new=not started)
 
         return read_job
 

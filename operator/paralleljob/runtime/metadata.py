@@ -1,9 +1,11 @@
-"""What the operator keeps of a job's metadata: a job runtime (runtime.py) and a
-standby's record of it (job_records.py) alike, with no managedFields, labels or
-annotations (so no kubectl last-applied-configuration)."""
+"""What the operator keeps of a job's metadata and pod template: a job runtime
+(job_runtime.py) and a standby's record of it (job_records.py) alike, the metadata with
+no managedFields, labels or annotations (so no kubectl last-applied-configuration), the
+template as compact JSON text."""
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Mapping
 from typing import Any, Final
@@ -28,3 +30,9 @@ def compact_metadata(meta: Mapping[str, Any]) -> JsonDict:
     if isinstance(namespace, str):
         kept["namespace"] = sys.intern(namespace)  # one string for a namespace's jobs
     return kept
+
+
+def template_text(template: object) -> str:
+    """A pod template as a runtime keeps it: compact JSON text (a dict of the JSON costs
+    about six times its text)."""
+    return json.dumps(template, separators=(",", ":"), ensure_ascii=False)

@@ -44,8 +44,9 @@ class JobSubscriber(Protocol):
     job_exists: Callable[[str], bool]
     cache_version: CacheVersion
 
-    def job_seen(self, body: Mapping[str, Any]) -> None:
-        """A job listed, added or modified."""
+    def job_seen(self, body: Mapping[str, Any], *, template: str | None = None) -> None:
+        """A job listed, added or modified (``template``: its pod template's text, from
+        a standby's record)."""
         ...
 
     def job_deleted(self, uid: str) -> list[Coroutine[Any, Any, None]]:

@@ -29,6 +29,8 @@ SURFACE = {
     "Tracked",
     "SyncResult",
     "Event",
+    # A value type evolved, cheaper than dataclasses.replace (dataclass_evolve.py).
+    "evolve",
     # The job and its pods as values, parsed and written back (model.py).
     "Job",
     "JobSpec",

@@ -306,7 +306,7 @@ def _read(caches: Caches, body: dict[str, Any]) -> CachedJob:
 
 def test_a_standby_keeps_each_job_s_record_without_its_managed_fields() -> None:
     caches = _caches()
-    uid, record, new = _read(caches, _job("a", "u-a", "7", startTime="2026-12-03T10:00:00Z"))
+    uid, record, _, new = _read(caches, _job("a", "u-a", "7", startTime="2026-12-03T10:00:00Z"))
     assert (uid, new) == ("u-a", False)
     assert _read(caches, _job("c", "u-c", "9")).new, "no controller started it yet"
     kept = json.loads(record)
@@ -351,6 +351,35 @@ def test_the_leader_starts_the_cached_jobs_new_ones_first_and_keeps_no_record() 
     [informer] = caches.job_informers[PARALLELJOB.kind]
     assert informer.store == {uid: CachedJob(uid) for uid in ("u-old", "u-new", "u-older")}
     assert _read(caches, _job("later", "u-later", "11")) == CachedJob("u-later"), "leading"
+
+
+def test_a_record_keeps_the_template_as_the_runtime_will_and_hands_it_over() -> None:
+    """The standby's record keeps the pod template apart, as text; the runtime started
+    from it keeps that text (nothing serialized again at the takeover) and reads the
+    job as the body says."""
+    body = _job("t", "u-t", "4")
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "w"}]}}
+    body["spec"]["template"] = template
+    caches = _standby_with([], listed=())
+    cached = _read(caches, body)
+    assert "template" not in json.loads(cached.record)["spec"]
+    assert json.loads(cached.template) == template
+
+    async def run() -> JobRuntime:
+        controller = Controller(
+            FakeApi(JOB), FakeRecorder(), ControllerConfig(), caches.pods.pods_of
+        )
+        await caches.attach({PARALLELJOB.kind: controller})
+        [rt] = controller.jobs.values()
+        await controller.stop_all()
+        for task in list(caches.tasks):
+            task.cancel()
+        return rt
+
+    rt = asyncio.run(run())
+    assert rt._template is cached.template
+    assert rt.body["spec"] == {"parallelism": 1, "template": template}
+    assert rt.job.spec.containers_text == "w"
 
 
 # -- a takeover trusts nothing stale (issue 34) ------------------------------------------

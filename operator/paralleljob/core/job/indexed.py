@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
 from ... import constants as c
+from ..dataclass_evolve import evolve
 from .active_pods import RemovalKey, removal_order_key
 from .intervals import (
     OrderedIntervals,
@@ -403,7 +404,7 @@ def track_succeeded_indexes(
     if not spec.indexed:
         return status
     intervals = with_ordered_indexes(succeeded, new_indexes)
-    return replace(
+    return evolve(
         status,
         completed_indexes=intervals_string(intervals),
         succeeded=intervals_total(intervals),

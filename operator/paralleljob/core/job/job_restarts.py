@@ -17,11 +17,12 @@ neither counts nor matches a FailJob rule again, and one still running is delete
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
 from ... import constants as c
 from ...timeutil import truncate
+from ..dataclass_evolve import evolve
 from .job_restart_policy import JobRestartPolicy
 from .model import Condition, JobStatus, PodInfo
 
@@ -42,7 +43,7 @@ def restarted_status(status: JobStatus, *, suspended: bool, now: datetime) -> Jo
     again (or not at all while suspended). The Suspended and PodCreationFailed
     conditions stay: they describe the job, not the attempt."""
     kept = tuple(x for x in status.conditions if x.type != c.COND_FAILURE_TARGET)
-    return replace(
+    return evolve(
         status,
         conditions=kept,
         start_time=None if suspended else truncate(now),

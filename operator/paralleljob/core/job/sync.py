@@ -37,13 +37,14 @@ time) and :mod:`.tracking` (how a finished pod is recorded).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from ... import constants as c
 from ...config import CoreConfig
 from ...constants import NORMAL, WARNING
 from ...timeutil import truncate
+from ..dataclass_evolve import evolve
 from ..event import Event
 from . import display
 from .active_pods import active_pods, removal_key
@@ -345,7 +346,7 @@ def _may_manage_pods(ctx: SyncContext) -> bool:
 
 def _with_display(ctx: SyncContext, status: JobStatus) -> JobStatus:
     job = ctx.job
-    return replace(
+    return evolve(
         status,
         selector=ctx.inp.kind.selector(job.uid),
         observed_generation=job.generation,
@@ -411,7 +412,7 @@ def _current_attempt(inp: SyncInput) -> tuple[SyncInput, EarlierAttempts]:
     if restarts == 0:
         return inp, NO_EARLIER_ATTEMPTS
     current, earlier = split_attempts(inp.pods, restarts, inp.expected_removed_finalizers)
-    return replace(inp, pods=current), earlier
+    return evolve(inp, pods=current), earlier
 
 
 def _start_time(inp: SyncInput) -> datetime | None:
@@ -659,7 +660,7 @@ def track(ctx: SyncContext, plan: PodPlan, outcome: PodOutcome) -> Tracked:
         return _release_leftover_finalizers(ctx)
     pods = _pod_counts(ctx, plan, outcome)
     verdict = _verdict_after_pod_changes(ctx, pods)
-    status = replace(
+    status = evolve(
         ctx.job.status,
         start_time=ctx.start_time,
         active=pods.active,
@@ -755,19 +756,19 @@ def _update_suspended_condition(
             status.conditions, c.COND_SUSPENDED, "True", "JobSuspended", "Job suspended", now
         )
         if not changed:
-            return replace(status, conditions=conditions), ()
+            return evolve(status, conditions=conditions), ()
         # Kubernetes 1.36 (MutableSchedulingDirectivesForSuspendedJobs, on by
         # default): a newly suspended job has not started, so that its template's
         # scheduling directives may change until it resumes, which sets it again.
-        suspended = replace(status, conditions=conditions, start_time=None)
+        suspended = evolve(status, conditions=conditions, start_time=None)
         return suspended, (Event(NORMAL, c.REASON_SUSPENDED, "Job suspended"),)
     conditions, changed = ensure_condition(
         status.conditions, c.COND_SUSPENDED, "False", "JobResumed", "Job resumed", now
     )
     if not changed:
-        return replace(status, conditions=conditions), ()
+        return evolve(status, conditions=conditions), ()
     # activeDeadlineSeconds counts continuous activity: restart the clock.
-    resumed = replace(status, conditions=conditions, start_time=truncate(now))
+    resumed = evolve(status, conditions=conditions, start_time=truncate(now))
     return resumed, (Event(NORMAL, c.REASON_RESUMED, "Job resumed"),)
 
 
@@ -786,12 +787,12 @@ def _update_pod_creation_condition(
             now,
         )
         event = Event(WARNING, c.REASON_FAILED_CREATE, f"Error creating: {outcome.create_error}")
-        return replace(status, conditions=conditions), (event,)
+        return evolve(status, conditions=conditions), (event,)
     if outcome.created > 0:
         conditions, _ = ensure_condition(
             status.conditions, c.COND_POD_CREATION_FAILED, "False", "PodCreated", "", now
         )
-        return replace(status, conditions=conditions), ()
+        return evolve(status, conditions=conditions), ()
     return status, ()
 
 
@@ -849,7 +850,7 @@ def _with_recorded_pods(
     )
     record = _next_backoff(status, recorded.newly_succeeded, recorded.newly_failed, ctx.now)
     conditions, terminal = _interim_condition(status.conditions, verdict, ctx.now)
-    status = replace(
+    status = evolve(
         status,
         conditions=conditions,
         uncounted_succeeded=recorded.uncounted_succeeded,
@@ -928,9 +929,9 @@ def _enact_job_finished(
     conditions, _ = ensure_condition(
         status.conditions, cond.type, cond.status, cond.reason, cond.message, ctx.now
     )
-    status = replace(status, conditions=conditions)
+    status = evolve(status, conditions=conditions)
     if cond.type == c.COND_COMPLETE:
-        status = replace(status, completion_time=truncate(ctx.now))
+        status = evolve(status, completion_time=truncate(ctx.now))
     return status, _job_finished_events(ctx, status, cond)
 
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from ... import constants as c
+from ..dataclass_evolve import evolve
 from .indexed import by_completion_index
 from .intervals import OrderedIntervals, intervals_has
 from .model import Condition, JobSpec, JobStatus, PodInfo, is_pod_failed
@@ -118,7 +119,7 @@ def clean_uncounted_pods_without_finalizers(
         return status  # most syncs: nothing uncounted (replace alone was 7 % of a sync)
     keep_s = tuple(u for u in status.uncounted_succeeded if u in with_finalizer)
     keep_f = tuple(u for u in status.uncounted_failed if u in with_finalizer)
-    return replace(
+    return evolve(
         status,
         succeeded=status.succeeded + len(status.uncounted_succeeded) - len(keep_s),
         failed=status.failed + len(status.uncounted_failed) - len(keep_f),
