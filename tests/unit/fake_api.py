@@ -175,6 +175,11 @@ class FakeApi:
     async def delete_job(self, namespace: str, name: str, uid: str) -> None:
         self._call(Call("delete_job", name), lambda: None)
 
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[PodInfo]:
+        """The pods labelled with the job's uid, as the server holds them now."""
+        listed = lambda: [p for p in self.pods.values() if p.label_uid == job_uid]  # noqa: E731
+        return self._call(Call("list_job_pods", job_uid), listed)
+
     async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
         n = len(self.created)
         name = f"{pod['metadata']['generateName']}{n:05d}"

@@ -74,6 +74,7 @@ class Controller:
             clock.monotonic,
             self.status.forget,
             ready=self.synced.current,
+            early_sync=self.syncer.sync_early,
         )
         #: Pods that looked orphaned before the caches synced, by uid: judged then.
         self.orphans_to_judge: dict[str, PodInfo] = {}

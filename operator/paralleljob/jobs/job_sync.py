@@ -95,13 +95,27 @@ class JobSync:
         finalizer removals, status write 2 (those pods counted). A job that
         spec.managedBy gives to another controller is left alone. No sync begins before
         the caches show the job's own last writes (consistency.py)."""
+        return await self._sync(rt, self.pods_of)
+
+    async def sync_early(self, rt: JobRuntime) -> SyncReport:
+        """The sync of a job no controller has started yet, before the pod cache is
+        current (a restart still listing every pod: 35 s at 150,000 pods, job_loops.py):
+        its pods read from the API server, one LIST by its selector, as the cache would
+        show them once current. A consistent read, so it sees every pod an earlier
+        leader created for the job; the pods this sync creates are expected as in any
+        sync (expectations.py) and the next sync waits for the cache to show them."""
+        pods = await self.api.list_job_pods(rt.namespace, rt.uid)
+        log.debug("%s/%s: synced before the pods are listed (%d)", rt.namespace, rt.name, len(pods))
+        return await self._sync(rt, lambda uid: pods if uid == rt.uid else [])
+
+    async def _sync(self, rt: JobRuntime, pods_of: PodsOf) -> SyncReport:
         if self._stale(rt):
             return SyncReport(delay=rt.own_writes.retry_in())
         if self._managed_elsewhere(rt):
             return SyncReport(delay=None)
         if await self._write_spec_defaults(rt):
             return SyncReport(delay=0.0)
-        ctx = self._sync_context(rt, await claim(self.api, rt, self.pods_of))
+        ctx = self._sync_context(rt, await claim(self.api, rt, pods_of))
         plan = plan_pods(ctx)
         started = self.clock.monotonic()
         outcome = PodOutcome()

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from ..core import PodInfo
 from ..json_types import JsonDict
 
 
@@ -54,7 +55,12 @@ class Fence(Protocol):
 
 
 class PodControl(Protocol):
-    """controller.PodControlInterface: the writes to a job's pods."""
+    """controller.PodControlInterface: the writes to a job's pods; and one read."""
+
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[PodInfo]:
+        """The pods labelled as the job's (its kind's controller-uid label), as the API
+        server has them now: a consistent read (job_sync.sync_early)."""
+        ...
 
     async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
         """Creates ``pod`` (named by its generateName); returns it as stored."""

@@ -26,8 +26,10 @@ from ..core import (
     WORKLOAD_PLURAL,
     WORKLOAD_PRIORITY_CLASS_PLURAL,
     JobKind,
+    PodInfo,
     cron_path,
     kueue_path,
+    parse_pod,
 )
 from ..json_types import JsonDict
 from . import metrics
@@ -341,6 +343,11 @@ class Kube:
 
     async def list_priority_classes(self) -> JsonDict:
         return await self.request("GET", PRIORITY_CLASSES)
+
+    async def list_job_pods(self, namespace: str, job_uid: str) -> list[PodInfo]:
+        query = [("labelSelector", self.kind.selector(job_uid))]
+        listed = await self.request("GET", self.pods_path(namespace), query=query)
+        return [parse_pod(body, self.kind) for body in listed.get("items") or []]
 
     async def create_pod(self, namespace: str, pod: JsonDict) -> JsonDict:
         return await self.request("POST", self.pods_path(namespace), body=pod)

@@ -7,6 +7,11 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
+
+
+def _never() -> bool:
+    return False
 
 
 class WorkQueue:
@@ -28,9 +33,10 @@ class WorkQueue:
             (self._urgent if urgent else self._queue).append(key)
             self._ready.set()
 
-    async def get(self) -> str:
-        """The next key, urgent ones first; it is being processed until :meth:`done`."""
-        while not (self._urgent or self._queue):
+    async def get(self, *, urgent_only: Callable[[], bool] = _never) -> str:
+        """The next key, urgent ones first (only those while ``urgent_only()`` says so);
+        it is being processed until :meth:`done`."""
+        while not (self._urgent or (self._queue and not urgent_only())):
             self._ready.clear()
             await self._ready.wait()
         key = (self._urgent or self._queue).popleft()
@@ -44,6 +50,10 @@ class WorkQueue:
         if key in self._dirty:
             self._queue.append(key)
             self._ready.set()
+
+    def wake(self) -> None:
+        """The getters look again: what their ``urgent_only`` says has changed."""
+        self._ready.set()
 
     def processing(self, key: str) -> bool:
         return key in self._processing

@@ -108,7 +108,9 @@ class Recorder:
 
     def listed(self, listing: Listing) -> None:
         self.listings.append(listing)
-        if listing.resource == "pods" and listing.last_page and self.pods_listed_at is None:
+        # An informer's listing is paged; a LIST of one job's pods (an early sync's) is not.
+        informers = listing.resource == "pods" and listing.paged
+        if informers and listing.last_page and self.pods_listed_at is None:
             self.pods_listed_at = listing.at
             for callback in self.on_pods_listed:
                 callback()

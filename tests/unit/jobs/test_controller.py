@@ -34,10 +34,11 @@ def _unsynced() -> CacheSync:
 
 def test_no_job_syncs_before_the_caches_are_current() -> None:
     """The pods listed (and, under an election, caught up with the API server as of the
-    takeover: CacheSync.current, which caches.py sets)."""
+    takeover: CacheSync.current, which caches.py sets); but a new job's first sync, in
+    the next test."""
 
     async def run() -> tuple[int, FakeApi]:
-        api = FakeApi(copy.deepcopy(JOB))
+        api = FakeApi({**JOB, "status": {"startTime": "2026-12-07T10:00:00Z"}})
         synced = _unsynced()
         controller = _controller(api, set(), synced)
         controller.job_seen(api.job)
@@ -175,3 +176,32 @@ def test_a_job_recreated_under_its_name_does_not_wait_for_the_old_one_s_pods() -
         return [api.pods[uid].label_uid or "" for uid in api.created[2:]]
 
     assert asyncio.run(run()) == ["new-uid", "new-uid"]
+
+
+def test_a_new_job_syncs_before_the_caches_from_its_pods_as_listed_counting_each_once() -> None:
+    """A restart still listing the pods syncs a new job at once, its pods read from the
+    API server: those an earlier leader created before it died (its status write never
+    made) are counted, not created again; its next sync waits for the caches."""
+
+    async def run() -> tuple[FakeApi, list[str]]:
+        api = FakeApi(copy.deepcopy(JOB))
+        earlier = _controller(api, set(), CacheSync())
+        api.crash(method="patch_job_status")
+        earlier.job_seen(api.job)
+        await until(lambda: api.crashed)
+        await earlier.stop_all()
+        api.recover()
+        assert (len(api.pods), api.job.get("status")) == (2, None), "2 pods, no status"
+        synced = _unsynced()
+        controller = _controller(api, set(), synced)
+        controller.pods_of = controller.syncer.pods_of = lambda uid: []  # nothing listed yet
+        controller.job_seen(api.job)
+        await until(lambda: (api.job.get("status") or {}).get("active") == 2)
+        methods = [call.method for call in api.calls]
+        await controller.stop_all()
+        return api, methods
+
+    api, methods = asyncio.run(run())
+    assert len(api.pods) == 2, "no pod created twice"
+    assert methods.count("list_job_pods") == 1
+    assert methods.count("create_pod") == 2, "the earlier leader's two"

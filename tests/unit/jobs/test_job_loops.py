@@ -14,7 +14,7 @@ import pytest
 
 from paralleljob import constants as c
 from paralleljob.config import ControllerConfig
-from paralleljob.jobs.job_loops import JobLoops, loop_clock, pending_since
+from paralleljob.jobs.job_loops import JobLoops, Sync, loop_clock, pending_since
 from paralleljob.jobs.job_runtime import JobRuntime
 from paralleljob.jobs.job_sync import SyncReport
 from tests.unit.fake_api import FakeApi
@@ -199,7 +199,7 @@ def test_a_sync_in_progress_is_marked_and_clears_the_wake() -> None:
     seen: list[tuple[float | None, float | None, float | None]] = []
 
     class Probe(JobLoops):
-        async def sync_safely(self, rt: JobRuntime) -> float | None:
+        async def sync_safely(self, rt: JobRuntime, sync: Sync | None = None) -> float | None:
             seen.append((rt.loop.woken_at, rt.loop.timer_due, rt.loop.sync_started))
             rt.loop.poke()  # an event during the sync is pending work again
             return None
@@ -288,3 +288,42 @@ def test_a_job_no_controller_has_started_is_synced_before_the_resyncs_queued_fir
 
     asyncio.run(scenario())
     assert synced == ["new-1", "new-2", "old-1", "old-2", "old-3"]
+
+
+def test_before_the_caches_are_current_only_the_new_jobs_sync_and_early() -> None:
+    """A restart lists every pod before its syncs start (they would create the pods they
+    cannot see); a new job's first sync reads its own pods and goes at once, the others
+    wait for the caches, then sync as usual."""
+    early: list[str] = []
+    synced: list[str] = []
+    release = asyncio.Event()
+
+    async def sync(rt: JobRuntime) -> SyncReport:
+        synced.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def early_sync(rt: JobRuntime) -> SyncReport:
+        early.append(rt.uid)
+        await release.wait()
+        return SyncReport(delay=None)
+
+    async def scenario() -> None:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=3)
+        ready = asyncio.Event()
+        loops = JobLoops(
+            sync, config, time.monotonic, lambda rt: None, ready=ready, early_sync=early_sync
+        )
+        started = job_named("old-1") | {"status": {"startTime": "2026-12-02T10:00:00Z"}}
+        loops.start(JobRuntime(started))
+        loops.start(JobRuntime(job_named("new-1")))
+        await until(lambda: early == ["new-1"])
+        assert synced == [], "the other workers took nothing"
+        loops.jobs["new-1"].loop.poke()  # its pods' events: it waits for the caches now
+        release.set()
+        await until(lambda: loops.pending_syncs() == 1)
+        assert (early, synced) == (["new-1"], [])
+        ready.set()
+        await until(lambda: sorted(synced) == ["new-1", "old-1"])
+        await loops.stop_all()
+
+    asyncio.run(scenario())

@@ -10,7 +10,7 @@ import pytest
 
 from tests.support.stub_api import labels, objects
 from tests.support.stub_api.patch import merge_patch, strategic_merge_patch
-from tests.support.stub_api.record import Recorder
+from tests.support.stub_api.record import Listing, Recorder
 from tests.support.stub_api.store import dumps
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
@@ -185,3 +185,12 @@ def test_every_job_synced_can_be_marked_once_where_no_write_is_due() -> None:
     recorder.mark_synced()
     recorder.status_written("a")
     assert called == ["synced"] and recorder.synced() == 2 and recorder.synced_at == 7.0
+
+
+def test_the_pods_are_listed_at_an_informer_s_last_page_not_at_one_job_s_pods() -> None:
+    recorder = Recorder(clock=lambda: 7.0)
+    recorder.listed(Listing(1.0, "pods", 5, 100, paged=False, last_page=True))
+    assert recorder.pods_listed_at is None, "an early sync's LIST of one job's pods"
+    recorder.listed(Listing(2.0, "pods", 500, 10_000, paged=True, last_page=False))
+    recorder.listed(Listing(3.0, "pods", 20, 400, paged=True, last_page=True))
+    assert recorder.pods_listed_at == 3.0
