@@ -21,6 +21,7 @@ from paralleljob.runtime.job_records import CachedJob
 from paralleljob.runtime.kube import Kube
 from paralleljob.runtime.kueue_cache import KueueCache
 from tests.unit.fake_api import Call, FakeApi, FakeRecorder
+from tests.unit.jobs.support import until
 
 JOB: dict[str, Any] = {
     "metadata": {"name": "j", "namespace": "ns", "uid": "u-1", "resourceVersion": "5"},
@@ -677,3 +678,45 @@ def test_a_takeover_wakes_the_kueue_subscriber_for_every_queued_job_and_workload
         return subscriber.keys
 
     assert sorted(set(asyncio.run(run()))) == ["ns/gone", "ns/late", "ns/queued"]
+
+
+class HeldServer(Server):
+    """A Server whose LIST waits until ``release`` is set, logging each LIST's name."""
+
+    def __init__(self, etcd: Etcd, name: str, log: list[str]) -> None:
+        super().__init__(etcd)
+        self.name, self.log, self.release = name, log, asyncio.Event()
+
+    async def list_page(self, query: list[tuple[str, str]]) -> dict[str, Any]:
+        self.log.append(self.name)
+        await self.release.wait()
+        return await super().list_page(query)
+
+
+@pytest.mark.parametrize(("elected", "first"), [(False, ["jobs"]), (True, ["jobs", "pods"])])
+def test_a_process_that_leads_at_once_lists_its_jobs_before_its_pods(
+    elected: bool, first: list[str]
+) -> None:
+    """Alone, the pods are listed once the jobs are (a restart's new jobs are seen
+    early, JobLoops); a standby lists both at once."""
+
+    async def run() -> list[str]:
+        etcd, log = Etcd(), list[str]()
+        jobs, pods = HeldServer(etcd, "jobs", log), HeldServer(etcd, "pods", log)
+        config = OperatorConfig(manage_jobs=MANAGE_JOBS_OFF)
+        caches = Caches(cast(Kube, None), config, elected=elected)
+        caches.job_informers[PARALLELJOB.kind][0]._source = jobs
+        caches.pod_informers[0]._source = pods
+        caches.cron_informers[0]._source = Server(etcd)
+        caches.start()
+        await until(lambda: "jobs" in log)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        held = sorted(log)
+        jobs.release.set()
+        pods.release.set()
+        await until(lambda: "pods" in log)
+        await _stop(caches)
+        return held
+
+    assert asyncio.run(run()) == first
