@@ -36,6 +36,18 @@ class Synced(Protocol):
     def delay(self) -> float | None: ...
 
 
+#: The new jobs a start syncs early at most (JobLoops._work): each is one LIST of its
+#: pods, which the API server answers by filtering every pod of the namespace; the rest
+#: wait for the caches, as every job did before.
+EARLY_SYNCS_AT_MOST = 100
+
+
+class _Deferred:
+    """What a sync left for the caches reports: nothing to do until they are current."""
+
+    delay = None
+
+
 #: One sync of a job.
 Sync = Callable[["JobRuntime"], Awaitable[Synced]]
 
@@ -101,6 +113,10 @@ class JobLoops:
         #: but a new job's first, by ``early_sync`` (None: none).
         self._ready = ready
         self._early_sync = early_sync
+        #: The early syncs left, and the new jobs taken once there were none: queued
+        #: again, ahead, when the caches are current.
+        self._early_left = EARLY_SYNCS_AT_MOST
+        self._deferred: list[str] = []
         self.jobs: dict[str, JobRuntime] = {}
         self._queue = WorkQueue()
         self._timers = Timers(monotonic, self._queue.add)
@@ -134,9 +150,13 @@ class JobLoops:
         return not self._is_ready()
 
     async def _wake_when_ready(self) -> None:
-        """The caches are current: the workers take every job now."""
+        """The caches are current: the workers take every job now, the new jobs
+        deferred first."""
         assert self._ready is not None
         await self._ready.wait()
+        for uid in self._deferred:
+            self._queue.add(uid, urgent=True)
+        self._deferred.clear()
         self._queue.wake()
 
     async def stop_all(self) -> None:
@@ -183,8 +203,9 @@ class JobLoops:
         """Syncs the jobs queued, one at a time. Until the caches are current only the
         new jobs (queued urgent, first events of jobs no controller has started) are
         taken, each synced early, its pods read from the API server: its first pods
-        wait for no listing (a restart lists 150,000 pods in 35 s). Without an early
-        sync nothing is taken before."""
+        wait for no listing (a restart lists 150,000 pods in 35 s); past
+        EARLY_SYNCS_AT_MOST they wait too. Without an early sync nothing is taken
+        before."""
         if self._early_sync is None and self._ready is not None:
             await self._ready.wait()
         while True:
@@ -228,11 +249,19 @@ class JobLoops:
             self._on_end(rt)
 
     def _sync_now(self, rt: JobRuntime) -> Sync:
-        """The sync a job taken now gets: early while the caches are not current (only
-        new jobs are taken then: _work)."""
-        if self._early_sync is not None and not self._is_ready():
+        """The sync a job taken now gets: while the caches are not current (only new
+        jobs are taken then: _work), an early one, or none once EARLY_SYNCS_AT_MOST
+        have been."""
+        if self._early_sync is None or self._is_ready():
+            return self._sync
+        if self._early_left > 0:
+            self._early_left -= 1
             return self._early_sync
-        return self._sync
+        return self._defer
+
+    async def _defer(self, rt: JobRuntime) -> Synced:
+        self._deferred.append(rt.uid)
+        return _Deferred()
 
     async def timed_sync(self, rt: JobRuntime, sync: Sync | None = None) -> float | None:
         """sync_safely, with the progress markers the liveness probe reads."""

@@ -327,3 +327,40 @@ def test_before_the_caches_are_current_only_the_new_jobs_sync_and_early() -> Non
         await loops.stop_all()
 
     asyncio.run(scenario())
+
+
+def test_past_the_early_syncs_allowed_a_new_job_waits_for_the_caches_then_goes_first() -> None:
+    """Each early sync is a LIST the API server filters over the namespace's pods: a
+    start makes EARLY_SYNCS_AT_MOST of them, then the new jobs wait as every job did,
+    ahead of the others once the caches are current."""
+    early: list[str] = []
+    synced: list[str] = []
+
+    async def sync(rt: JobRuntime) -> SyncReport:
+        synced.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def early_sync(rt: JobRuntime) -> SyncReport:
+        early.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def scenario() -> None:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
+        ready = asyncio.Event()
+        loops = JobLoops(
+            sync, config, time.monotonic, lambda rt: None, ready=ready, early_sync=early_sync
+        )
+        loops._early_left = 2
+        loops.start(
+            JobRuntime(job_named("old-1") | {"status": {"startTime": "2026-12-02T10:00:00Z"}})
+        )
+        for uid in ("new-1", "new-2", "new-3"):
+            loops.start(JobRuntime(job_named(uid)))
+        await until(lambda: loops.pending_syncs() == 1)
+        assert (early, synced) == (["new-1", "new-2"], [])
+        ready.set()
+        await until(lambda: len(synced) == 2)
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+    assert synced == ["new-3", "old-1"]
