@@ -153,6 +153,15 @@ def _job_type(index: int, level: Level, crd: resources.CustomResource) -> JobTyp
     return BATCH_JOB if batch else objects.parallel_job_type(crd.storage.api_version)
 
 
+def _pod_names(job: str, count: int) -> list[str]:
+    """``count`` distinct names as generateName makes them (five of its characters: two
+    of a job's pods got the same one in one run of 150,000)."""
+    names: set[str] = set()
+    while len(names) < count:
+        names.add(f"{job}-{''.join(random.choices('bcdfghjklmnpqrstvwxz2456789', k=5))}")
+    return sorted(names)
+
+
 def seed(level: Level, options: Options, now: datetime) -> Seeded:
     """The store with the namespaces, the CRD, and the level's running jobs and pods,
     its history compacted (as if they had been there long before)."""
@@ -173,8 +182,7 @@ def seed(level: Level, options: Options, now: datetime) -> Seeded:
         kind = resources.JOB if job_type.batch else crd.storage
         body = objects.job_body(job, now, current=options.current_status)
         job_bytes += len(store.create(kind, namespace, body).bare)
-        for p in range(job.pods):
-            name = f"{job.name}-{''.join(random.choices('bcdfghjklmnpqrstvwxz2456789', k=5))}"
+        for p, name in enumerate(_pod_names(job.name, job.pods)):
             body = objects.pod_body(
                 job, name, str(uuid.uuid4()), now, node=(i * job.pods + p) % 100
             )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import math
+import random
 
 import pytest
 
 from bench.promtext import parse_histogram
-from bench.scale import report
+from bench.scale import report, run
 
 # -- metrics ----------------------------------------------------------------------------------
 SCRAPE = """# HELP lag x
@@ -96,3 +97,9 @@ def test_the_report_shows_a_growth_with_its_pauses_by_bucket() -> None:
         "| 100,000 | 0.405 ms | 110.0 MiB → 190.5 MiB "
         "| 250-500 ms | 50-100 ms | 100-250 ms | 50-100 ms |"
     ]
+
+
+def test_a_seeded_job_s_pods_get_distinct_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn = iter(["bbbbb", "bbbbb", "ccccc"])
+    monkeypatch.setattr(random, "choices", lambda letters, k: list(next(drawn)))
+    assert run._pod_names("scale-00001", 2) == ["scale-00001-bbbbb", "scale-00001-ccccc"]
