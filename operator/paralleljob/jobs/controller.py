@@ -75,6 +75,7 @@ class Controller:
             self.status.forget,
             ready=self.synced.current,
             early_sync=self.syncer.sync_early,
+            listed=self.synced.listed,
         )
         #: Pods that looked orphaned before the caches synced, by uid: judged then.
         self.orphans_to_judge: dict[str, PodInfo] = {}

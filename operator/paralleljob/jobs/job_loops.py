@@ -104,15 +104,19 @@ class JobLoops:
         on_end: Callable[[JobRuntime], None],
         ready: asyncio.Event | None = None,
         early_sync: Sync | None = None,
+        listed: asyncio.Event | None = None,
     ) -> None:
         self._sync = sync
         self.config = config
         self.monotonic = monotonic
         self._on_end = on_end
         #: Set once the caches are current (CacheSync.current): no job syncs before,
-        #: but a new job's first, by ``early_sync`` (None: none).
+        #: but a new job's first, by ``early_sync`` (None: none), while the pods are
+        #: being listed (``listed``, CacheSync.listed, not set: a cold start; a standby
+        #: that leads has them, current a second later).
         self._ready = ready
         self._early_sync = early_sync
+        self._listed = listed
         #: The early syncs left, and the new jobs taken once there were none: queued
         #: again, ahead, when the caches are current.
         self._early_left = EARLY_SYNCS_AT_MOST
@@ -250,11 +254,12 @@ class JobLoops:
 
     def _sync_now(self, rt: JobRuntime) -> Sync:
         """The sync a job taken now gets: while the caches are not current (only new
-        jobs are taken then: _work), an early one, or none once EARLY_SYNCS_AT_MOST
-        have been."""
+        jobs are taken then: _work), an early one while the pods are being listed,
+        none once they are or EARLY_SYNCS_AT_MOST have been."""
         if self._early_sync is None or self._is_ready():
             return self._sync
-        if self._early_left > 0:
+        listing = self._listed is None or not self._listed.is_set()
+        if listing and self._early_left > 0:
             self._early_left -= 1
             return self._early_sync
         return self._defer

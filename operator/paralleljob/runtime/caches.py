@@ -97,7 +97,9 @@ class Caches:
         self.pods = PodCache()
         #: The ParallelJobs each ParallelCronJob controls (cron_children.py).
         self.cron_children = CronChildren()
-        self.synced = CacheSync(jobs=asyncio.Event(), current=asyncio.Event())
+        self.synced = CacheSync(
+            jobs=asyncio.Event(), current=asyncio.Event(), listed=asyncio.Event()
+        )
         #: Under a leader election: the caches filled before this process led catch up
         #: when it starts leading (attach).
         self.catch_up_on_attach = elected
@@ -415,6 +417,7 @@ class Caches:
         see attach); orphans are judged once every job is listed too (the controllers
         attached by then; later ones judge as they attach)."""
         await asyncio.gather(*(i.synced.wait() for i in self.pod_informers))
+        self.synced.listed.set()
         if not self.catch_up_on_attach:
             self.synced.current.set()
         log.info("pods listed: %d jobs have pods", len(self.pods))

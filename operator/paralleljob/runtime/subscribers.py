@@ -34,6 +34,9 @@ class CacheSync:
     #: began to lead (caches.py): no job syncs before, as it would create the pods it
     #: cannot see, or act on what they do not show of the last leader's writes.
     current: asyncio.Event = field(default_factory=_synced_now)
+    #: Every pod listed once (a standby's before it leads): until then a new job syncs
+    #: early, its pods read live (job_loops.py); after, it waits for ``current``.
+    listed: asyncio.Event = field(default_factory=_synced_now)
 
 
 class JobSubscriber(Protocol):

@@ -29,7 +29,7 @@ def _controller(api: FakeApi, known: set[str], synced: CacheSync) -> Controller:
 
 
 def _unsynced() -> CacheSync:
-    return CacheSync(jobs=asyncio.Event(), current=asyncio.Event())
+    return CacheSync(jobs=asyncio.Event(), current=asyncio.Event(), listed=asyncio.Event())
 
 
 def test_no_job_syncs_before_the_caches_are_current() -> None:

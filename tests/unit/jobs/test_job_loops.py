@@ -364,3 +364,33 @@ def test_past_the_early_syncs_allowed_a_new_job_waits_for_the_caches_then_goes_f
 
     asyncio.run(scenario())
     assert synced == ["new-3", "old-1"]
+
+
+def test_a_standby_that_leads_has_its_pods_listed_and_syncs_no_job_early() -> None:
+    """A takeover's caches are listed, current about a second later (caught up): a
+    LIST of a new job's pods would only cost the API server."""
+    early: list[str] = []
+    synced: list[str] = []
+
+    async def sync(rt: JobRuntime) -> SyncReport:
+        synced.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def early_sync(rt: JobRuntime) -> SyncReport:
+        early.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def scenario() -> None:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
+        ready, listed = asyncio.Event(), asyncio.Event()
+        listed.set()
+        loops = JobLoops(sync, config, time.monotonic, lambda rt: None, ready, early_sync, listed)
+        loops.start(JobRuntime(job_named("new-1")))
+        await until(lambda: loops.pending_syncs() == 0)
+        assert (early, synced) == ([], [])
+        ready.set()
+        await until(lambda: synced == ["new-1"])
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+    assert early == []
