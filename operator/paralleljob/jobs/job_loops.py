@@ -237,7 +237,8 @@ class JobLoops:
         rt.loop.timer_due = None
         if delay is not None:
             if delay <= 0:
-                self._queue.add(rt.uid)
+                # A new job still (a spec defaults' write first): ahead, early if it may.
+                self._queue.add(rt.uid, urgent=rt.job.status.start_time is None)
             else:
                 self._due_in(rt, delay)
         if rt.loop.woken:

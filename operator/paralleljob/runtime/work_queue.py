@@ -21,17 +21,22 @@ class WorkQueue:
         #: Keys waiting to be processed (in the queue, or to be once done).
         self._dirty: set[str] = set()
         self._processing: set[str] = set()
+        #: Keys added urgent while being processed.
+        self._urgent_when_done: set[str] = set()
         self._ready = asyncio.Event()
 
     def add(self, key: str, *, urgent: bool = False) -> None:
-        """Queues ``key`` unless it is queued already (``urgent``: ahead of the rest,
-        unless it is being processed: then it is queued, not urgent, once done)."""
+        """Queues ``key`` unless it is queued already (``urgent``: ahead of the rest; a
+        key being processed is queued once done)."""
         if key in self._dirty:
             return
         self._dirty.add(key)
-        if key not in self._processing:
-            (self._urgent if urgent else self._queue).append(key)
-            self._ready.set()
+        if key in self._processing:
+            if urgent:
+                self._urgent_when_done.add(key)
+            return
+        (self._urgent if urgent else self._queue).append(key)
+        self._ready.set()
 
     async def get(self, *, urgent_only: Callable[[], bool] = _never) -> str:
         """The next key, urgent ones first (only those while ``urgent_only()`` says so);
@@ -48,7 +53,9 @@ class WorkQueue:
         """``key`` is processed: if it was added meanwhile, it is queued again."""
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
+            urgent = key in self._urgent_when_done
+            self._urgent_when_done.discard(key)
+            (self._urgent if urgent else self._queue).append(key)
             self._ready.set()
 
     def wake(self) -> None:

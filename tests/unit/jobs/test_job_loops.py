@@ -394,3 +394,24 @@ def test_a_standby_that_leads_has_its_pods_listed_and_syncs_no_job_early() -> No
 
     asyncio.run(scenario())
     assert early == []
+
+
+def test_a_new_job_whose_early_sync_wrote_its_spec_defaults_syncs_early_again() -> None:
+    """A ParallelJob without parallelism gets its spec defaults written first, and the
+    sync ends there (sync again at once): still new, it goes early again, for its pods."""
+    early: list[float | None] = []
+
+    async def early_sync(rt: JobRuntime) -> SyncReport:
+        early.append(0.0 if not early else None)
+        return SyncReport(delay=early[-1])
+
+    async def scenario() -> None:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
+        ready = asyncio.Event()
+        loops = JobLoops(no_sync, config, time.monotonic, lambda rt: None, ready, early_sync)
+        loops.start(JobRuntime(job_named("new-1")))
+        await until(lambda: len(early) == 2)
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+    assert early == [0.0, None]
