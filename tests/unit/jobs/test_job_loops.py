@@ -329,71 +329,70 @@ def test_before_the_caches_are_current_only_the_new_jobs_sync_and_early() -> Non
     asyncio.run(scenario())
 
 
+class _Syncs:
+    """The loops' syncs, each recording the jobs it was given: the usual and the early."""
+
+    def __init__(self) -> None:
+        self.synced: list[str] = []
+        self.early: list[str] = []
+
+    async def sync(self, rt: JobRuntime) -> SyncReport:
+        self.synced.append(rt.uid)
+        return SyncReport(delay=None)
+
+    async def early_sync(self, rt: JobRuntime) -> SyncReport:
+        self.early.append(rt.uid)
+        return SyncReport(delay=None)
+
+    def loops(self, ready: asyncio.Event, listed: asyncio.Event | None = None) -> JobLoops:
+        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
+        return JobLoops(
+            self.sync, config, time.monotonic, lambda rt: None, ready, self.early_sync, listed
+        )
+
+
 def test_past_the_early_syncs_allowed_a_new_job_waits_for_the_caches_then_goes_first() -> None:
     """Each early sync is a LIST the API server filters over the namespace's pods: a
     start makes EARLY_SYNCS_AT_MOST of them, then the new jobs wait as every job did,
     ahead of the others once the caches are current."""
-    early: list[str] = []
-    synced: list[str] = []
-
-    async def sync(rt: JobRuntime) -> SyncReport:
-        synced.append(rt.uid)
-        return SyncReport(delay=None)
-
-    async def early_sync(rt: JobRuntime) -> SyncReport:
-        early.append(rt.uid)
-        return SyncReport(delay=None)
+    syncs = _Syncs()
 
     async def scenario() -> None:
-        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
         ready = asyncio.Event()
-        loops = JobLoops(
-            sync, config, time.monotonic, lambda rt: None, ready=ready, early_sync=early_sync
-        )
+        loops = syncs.loops(ready)
         loops._early_left = 2
-        loops.start(
-            JobRuntime(job_named("old-1") | {"status": {"startTime": "2026-12-02T10:00:00Z"}})
-        )
+        started = job_named("old-1") | {"status": {"startTime": "2026-12-02T10:00:00Z"}}
+        loops.start(JobRuntime(started))
         for uid in ("new-1", "new-2", "new-3"):
             loops.start(JobRuntime(job_named(uid)))
         await until(lambda: loops.pending_syncs() == 1)
-        assert (early, synced) == (["new-1", "new-2"], [])
+        assert (syncs.early, syncs.synced) == (["new-1", "new-2"], [])
         ready.set()
-        await until(lambda: len(synced) == 2)
+        await until(lambda: len(syncs.synced) == 2)
         await loops.stop_all()
 
     asyncio.run(scenario())
-    assert synced == ["new-3", "old-1"]
+    assert syncs.synced == ["new-3", "old-1"]
 
 
 def test_a_standby_that_leads_has_its_pods_listed_and_syncs_no_job_early() -> None:
     """A takeover's caches are listed, current about a second later (caught up): a
     LIST of a new job's pods would only cost the API server."""
-    early: list[str] = []
-    synced: list[str] = []
-
-    async def sync(rt: JobRuntime) -> SyncReport:
-        synced.append(rt.uid)
-        return SyncReport(delay=None)
-
-    async def early_sync(rt: JobRuntime) -> SyncReport:
-        early.append(rt.uid)
-        return SyncReport(delay=None)
+    syncs = _Syncs()
 
     async def scenario() -> None:
-        config = ControllerConfig(sync_batch_seconds=0.0, concurrent_syncs=1)
         ready, listed = asyncio.Event(), asyncio.Event()
         listed.set()
-        loops = JobLoops(sync, config, time.monotonic, lambda rt: None, ready, early_sync, listed)
+        loops = syncs.loops(ready, listed)
         loops.start(JobRuntime(job_named("new-1")))
         await until(lambda: loops.pending_syncs() == 0)
-        assert (early, synced) == ([], [])
+        assert (syncs.early, syncs.synced) == ([], [])
         ready.set()
-        await until(lambda: synced == ["new-1"])
+        await until(lambda: syncs.synced == ["new-1"])
         await loops.stop_all()
 
     asyncio.run(scenario())
-    assert early == []
+    assert syncs.early == []
 
 
 def test_a_new_job_whose_early_sync_wrote_its_spec_defaults_syncs_early_again() -> None:
