@@ -42,12 +42,6 @@ class Synced(Protocol):
 EARLY_SYNCS_AT_MOST = 100
 
 
-class _Deferred:
-    """What a sync left for the caches reports: nothing to do until they are current."""
-
-    delay = None
-
-
 #: One sync of a job.
 Sync = Callable[["JobRuntime"], Awaitable[Synced]]
 
@@ -117,10 +111,8 @@ class JobLoops:
         self._ready = ready
         self._early_sync = early_sync
         self._listed = listed
-        #: The early syncs left, and the new jobs taken once there were none: queued
-        #: again, ahead, when the caches are current.
+        #: The early syncs left.
         self._early_left = EARLY_SYNCS_AT_MOST
-        self._deferred: list[str] = []
         self.jobs: dict[str, JobRuntime] = {}
         self._queue = WorkQueue()
         self._timers = Timers(monotonic, self._queue.add)
@@ -153,14 +145,19 @@ class JobLoops:
     def _not_ready(self) -> bool:
         return not self._is_ready()
 
+    def _paused(self) -> bool:
+        """No job may be taken: the caches are not current and no early sync may go
+        (the pods are listed, or EARLY_SYNCS_AT_MOST went): the new jobs wait, queued
+        ahead of the others."""
+        if self._is_ready():
+            return False
+        listing = self._listed is None or not self._listed.is_set()
+        return not (listing and self._early_left > 0)
+
     async def _wake_when_ready(self) -> None:
-        """The caches are current: the workers take every job now, the new jobs
-        deferred first."""
+        """The caches are current: the workers take every job now."""
         assert self._ready is not None
         await self._ready.wait()
-        for uid in self._deferred:
-            self._queue.add(uid, urgent=True)
-        self._deferred.clear()
         self._queue.wake()
 
     async def stop_all(self) -> None:
@@ -213,7 +210,7 @@ class JobLoops:
         if self._early_sync is None and self._ready is not None:
             await self._ready.wait()
         while True:
-            uid = await self._queue.get(urgent_only=self._not_ready)
+            uid = await self._queue.get(urgent_only=self._not_ready, paused=self._paused)
             rt = self.jobs.get(uid)
             try:
                 if rt is not None and not rt.loop.stopped:
@@ -254,20 +251,12 @@ class JobLoops:
             self._on_end(rt)
 
     def _sync_now(self, rt: JobRuntime) -> Sync:
-        """The sync a job taken now gets: while the caches are not current (only new
-        jobs are taken then: _work), an early one while the pods are being listed,
-        none once they are or EARLY_SYNCS_AT_MOST have been."""
+        """The sync a job taken now gets: an early one while the caches are not current
+        (only new jobs are taken then, and only while one may go: _paused)."""
         if self._early_sync is None or self._is_ready():
             return self._sync
-        listing = self._listed is None or not self._listed.is_set()
-        if listing and self._early_left > 0:
-            self._early_left -= 1
-            return self._early_sync
-        return self._defer
-
-    async def _defer(self, rt: JobRuntime) -> Synced:
-        self._deferred.append(rt.uid)
-        return _Deferred()
+        self._early_left -= 1
+        return self._early_sync
 
     async def timed_sync(self, rt: JobRuntime, sync: Sync | None = None) -> float | None:
         """sync_safely, with the progress markers the liveness probe reads."""

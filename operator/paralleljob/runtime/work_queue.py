@@ -38,10 +38,12 @@ class WorkQueue:
         (self._urgent if urgent else self._queue).append(key)
         self._ready.set()
 
-    async def get(self, *, urgent_only: Callable[[], bool] = _never) -> str:
-        """The next key, urgent ones first (only those while ``urgent_only()`` says so);
-        it is being processed until :meth:`done`."""
-        while not (self._urgent or (self._queue and not urgent_only())):
+    async def get(
+        self, *, urgent_only: Callable[[], bool] = _never, paused: Callable[[], bool] = _never
+    ) -> str:
+        """The next key, urgent ones first (only those while ``urgent_only()`` says so,
+        none while ``paused()``); it is being processed until :meth:`done`."""
+        while paused() or not (self._urgent or (self._queue and not urgent_only())):
             self._ready.clear()
             await self._ready.wait()
         key = (self._urgent or self._queue).popleft()
@@ -59,7 +61,8 @@ class WorkQueue:
             self._ready.set()
 
     def wake(self) -> None:
-        """The getters look again: what their ``urgent_only`` says has changed."""
+        """The getters look again: what their ``urgent_only`` or ``paused`` says has
+        changed."""
         self._ready.set()
 
     def processing(self, key: str) -> bool:

@@ -365,7 +365,7 @@ def test_past_the_early_syncs_allowed_a_new_job_waits_for_the_caches_then_goes_f
         loops.start(JobRuntime(started))
         for uid in ("new-1", "new-2", "new-3"):
             loops.start(JobRuntime(job_named(uid)))
-        await until(lambda: loops.pending_syncs() == 1)
+        await until(lambda: len(syncs.early) == 2 and loops.pending_syncs() == 2)
         assert (syncs.early, syncs.synced) == (["new-1", "new-2"], [])
         ready.set()
         await until(lambda: len(syncs.synced) == 2)
@@ -385,7 +385,9 @@ def test_a_standby_that_leads_has_its_pods_listed_and_syncs_no_job_early() -> No
         listed.set()
         loops = syncs.loops(ready, listed)
         loops.start(JobRuntime(job_named("new-1")))
-        await until(lambda: loops.pending_syncs() == 0)
+        for _ in range(10):  # turns of the event loop for the workers, which take nothing
+            await asyncio.sleep(0)
+        assert loops.pending_syncs() == 1
         assert (syncs.early, syncs.synced) == ([], [])
         ready.set()
         await until(lambda: syncs.synced == ["new-1"])
